@@ -1,0 +1,20 @@
+// The objects behind ccl_kvs_t and ccl_comm_t, and their registries.
+#pragma once
+
+#include <memory>
+
+#include "api.h"
+#include "core/comm.h"
+#include "kvs/kvs.h"
+
+namespace ccl::capi {
+
+struct Kvs {
+    std::unique_ptr<kvs::Server> server;  // only in the process that created the main KVS
+    std::unique_ptr<kvs::Client> client;
+};
+
+HandleTable<Kvs, 1>& kvs_table();
+HandleTable<Communicator, 2>& comm_table();
+
+}  // namespace ccl::capi

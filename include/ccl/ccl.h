@@ -1,0 +1,150 @@
+/*
+ * ccl: collective communications for CPUs (and Intel XPUs), through one C ABI.
+ *
+ * This header is the whole public API. It is C11 and C++ clean. Every function returns a
+ * ccl_result_t (never aborts, never throws); on failure ccl_last_error() holds a message that
+ * describes this thread's last failure.
+ *
+ * Handles (ccl_kvs_t, ccl_comm_t, ccl_request_t) are opaque. A handle that is NULL or was
+ * already destroyed is detected and refused with CCL_ERROR_INVALID_ARGUMENT.
+ *
+ * Thread safety: ccl_get_version, ccl_strerror and ccl_last_error may be called from any thread at
+ * any time. A communicator is used by one thread at a time; different communicators may be used
+ * from different threads. A KVS handle may be shared between threads.
+ */
+#ifndef CCL_CCL_H
+#define CCL_CCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CCL_API __attribute__((visibility("default")))
+#else
+#define CCL_API
+#endif
+
+#define CCL_VERSION_MAJOR 0
+#define CCL_VERSION_MINOR 1
+#define CCL_VERSION_PATCH 0
+
+/* Results. CCL_SUCCESS is 0; everything else is a failure except CCL_IN_PROGRESS. */
+typedef enum ccl_result_t {
+    CCL_SUCCESS = 0,
+    CCL_ERROR_INVALID_ARGUMENT = 1, /* a bad argument: NULL buffer, bad dtype/op/root, bad handle */
+    CCL_ERROR_INVALID_USAGE = 2,    /* a valid call at the wrong time or in the wrong state */
+    CCL_ERROR_TIMEOUT = 3,          /* a wait passed its deadline (CCL_TIMEOUT, CCL_KVS_TIMEOUT) */
+    CCL_ERROR_PEER_FAILURE = 4,     /* a peer rank died or failed; the communicator is unusable */
+    CCL_ERROR_SYSTEM = 5,           /* an operating-system call failed (message names it) */
+    CCL_ERROR_OUT_OF_MEMORY = 6,    /* memory or shared memory could not be had */
+    CCL_ERROR_UNSUPPORTED = 7,      /* not supported by this build or in this configuration */
+    CCL_ERROR_INTERNAL = 8,         /* a bug in ccl: please report it with ccl_last_error() */
+    CCL_IN_PROGRESS = 9,            /* a nonblocking operation has not completed yet */
+    CCL_ERROR_ABORTED = 10          /* the communicator was aborted */
+} ccl_result_t;
+
+typedef enum ccl_datatype_t {
+    CCL_INT8 = 0,
+    CCL_UINT8 = 1,
+    CCL_INT16 = 2,
+    CCL_UINT16 = 3,
+    CCL_INT32 = 4,
+    CCL_UINT32 = 5,
+    CCL_INT64 = 6,
+    CCL_UINT64 = 7,
+    CCL_FLOAT16 = 8,  /* IEEE 754 binary16 */
+    CCL_BFLOAT16 = 9, /* bfloat16: the upper half of a float32 */
+    CCL_FLOAT32 = 10,
+    CCL_FLOAT64 = 11
+} ccl_datatype_t;
+
+/*
+ * Reductions. Integer SUM and PROD wrap as two's complement. FLOAT16 and BFLOAT16 accumulate in
+ * float32 and round once to nearest even. AVG is the SUM divided by the number of ranks (integer
+ * types: truncated toward zero after the wrapping sum). MIN and MAX of NaN inputs are unspecified.
+ */
+typedef enum ccl_reduction_t {
+    CCL_SUM = 0,
+    CCL_PROD = 1,
+    CCL_MIN = 2,
+    CCL_MAX = 3,
+    CCL_AVG = 4
+} ccl_reduction_t;
+
+typedef struct ccl_kvs_s* ccl_kvs_t;
+typedef struct ccl_comm_s* ccl_comm_t;
+typedef struct ccl_request_s* ccl_request_t;
+
+/*
+ * Per-call attributes. Always start from CCL_COLL_ATTR_INIT so that `size` is set: it lets later
+ * versions of ccl add fields without breaking binaries built against this header.
+ *   match_id     a name for this call site, used with to_cache (NULL: none)
+ *   to_cache     keep the planned schedule under match_id and reuse it
+ *   synchronous  complete the operation before returning, even when a request is asked for
+ *   priority     a hint for ordering nonblocking work (higher first); 0 is normal
+ */
+typedef struct ccl_coll_attr_t {
+    size_t size;
+    const char* match_id;
+    int to_cache;
+    int synchronous;
+    int priority;
+} ccl_coll_attr_t;
+
+#define CCL_COLL_ATTR_INIT {sizeof(ccl_coll_attr_t), NULL, 0, 0, 0}
+
+/* Library information and errors. */
+CCL_API ccl_result_t ccl_get_version(int* major, int* minor, int* patch);
+CCL_API const char* ccl_strerror(ccl_result_t result);
+/* This thread's last failure message ("" if none). Valid until this thread's next ccl call. */
+CCL_API const char* ccl_last_error(void);
+
+/*
+ * The key-value store used to bootstrap communicators. One process creates the main KVS (it
+ * serves it from a background thread); the others connect to its address, which the application
+ * passes along (e.g. through its launcher or a file). Connecting retries until CCL_KVS_TIMEOUT.
+ */
+#define CCL_KVS_ADDRESS_MAX 256
+CCL_API ccl_result_t ccl_kvs_create_main(ccl_kvs_t* kvs);
+/* Writes the address (at most CCL_KVS_ADDRESS_MAX bytes with its NUL) to buf. */
+CCL_API ccl_result_t ccl_kvs_get_address(ccl_kvs_t kvs, char* buf, size_t len);
+CCL_API ccl_result_t ccl_kvs_connect(const char* address, ccl_kvs_t* kvs);
+/* Destroying the main KVS stops its server: destroy it after every rank has created its
+ * communicators. */
+CCL_API ccl_result_t ccl_kvs_destroy(ccl_kvs_t kvs);
+
+/*
+ * Communicators. Creation is collective: every rank of the communicator calls it, and ranks that
+ * create several communicators over one KVS create them in the same order.
+ */
+CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm_t* comm);
+/* Reads CCL_RANK, CCL_SIZE and CCL_KVS_ADDRESS, as set by cclrun. */
+CCL_API ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm);
+CCL_API ccl_result_t ccl_comm_rank(ccl_comm_t comm, int* rank);
+CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
+CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
+
+/*
+ * Collectives. Every rank of the communicator calls the same collectives in the same order with
+ * matching count, datatype, reduction and root. In place when send == recv. `attr` may be NULL.
+ * `req` NULL means blocking; nonblocking requests are not supported yet (CCL_ERROR_UNSUPPORTED).
+ * After a collective fails with CCL_ERROR_TIMEOUT or CCL_ERROR_PEER_FAILURE the communicator is
+ * broken: later collectives on it fail at once with the same error; destroy it.
+ */
+CCL_API ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
+                                   ccl_reduction_t op, ccl_comm_t comm, const ccl_coll_attr_t* attr,
+                                   ccl_request_t* req);
+CCL_API ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int root,
+                                   ccl_comm_t comm, const ccl_coll_attr_t* attr,
+                                   ccl_request_t* req);
+CCL_API ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCL_CCL_H */

@@ -1,0 +1,28 @@
+// Every CCL_* environment variable, parsed once, here and nowhere else. docs/env.md documents each.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <spdlog/common.h>
+
+namespace ccl {
+
+struct Config {
+    spdlog::level::level_enum log_level = spdlog::level::warn;  // CCL_LOG_LEVEL
+    double timeout_s = 300;                 // CCL_TIMEOUT: deadline of every collective wait
+    double kvs_timeout_s = 60;              // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
+    std::string kvs_iface;                  // CCL_KVS_IFACE: interface the KVS server binds
+    size_t shm_buffer_size = 1u << 20;      // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
+    std::string allreduce_algo = "auto";    // CCL_ALLREDUCE: auto | direct | rsag
+    size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: bytes up to which auto picks direct
+};
+
+// The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the
+// variable when one is malformed; the next call parses again.
+const Config& config();
+
+// Parses an environment the way config() does, from a lookup function: for tests.
+Config parse_config(const char* (*getenv_fn)(const char*));
+
+}  // namespace ccl

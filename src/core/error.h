@@ -1,0 +1,26 @@
+// Errors inside ccl are exceptions carrying a ccl_result_t; bindings/c catches them at the ABI
+// boundary and turns them into a result code plus the thread's last-error message.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "ccl/ccl.h"
+
+namespace ccl {
+
+class Error : public std::runtime_error {
+public:
+    Error(ccl_result_t code, const std::string& message)
+        : std::runtime_error(message), code_(code) {}
+    ccl_result_t code() const { return code_; }
+
+private:
+    ccl_result_t code_;
+};
+
+// Throws CCL_ERROR_SYSTEM (or CCL_ERROR_OUT_OF_MEMORY for ENOMEM/ENOSPC) with "what: strerror".
+[[noreturn]] void throw_errno(const std::string& what, int err);
+[[noreturn]] void throw_errno(const std::string& what);  // uses errno
+
+}  // namespace ccl

@@ -1,0 +1,31 @@
+// Datatypes and the vectorized reduction kernels (AVX-512 / AVX2 picked at run time, scalar
+// fallback).
+#pragma once
+
+#include <cstddef>
+
+#include "ccl/ccl.h"
+
+namespace ccl {
+
+bool dtype_valid(ccl_datatype_t dtype);
+bool op_valid(ccl_reduction_t op);
+size_t dtype_size(ccl_datatype_t dtype);  // 0 when invalid
+const char* dtype_name(ccl_datatype_t dtype);
+const char* op_name(ccl_reduction_t op);
+
+// out[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count, nsrc >= 1. 16-bit floats accumulate
+// in float and round once to nearest even; integer SUM/PROD wrap. For CCL_AVG the sum is divided
+// by `avg_divisor` (integers: truncated). `out` may be one of the srcs (exactly, not overlapping
+// otherwise); srcs need no alignment.
+void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
+            ccl_reduction_t op, int avg_divisor);
+
+enum class Isa { scalar, avx2, avx512 };
+Isa reduce_isa();                 // what reduce() uses on this CPU
+const char* isa_name(Isa isa);
+// The same with a given instruction set (it must be supported by this CPU): for tests.
+void reduce_with(Isa isa, void* out, const void* const* srcs, int nsrc, size_t count,
+                 ccl_datatype_t dtype, ccl_reduction_t op, int avg_divisor);
+
+}  // namespace ccl

@@ -1,0 +1,357 @@
+// The reduction kernels, written once and compiled three times: reduce.cpp (baseline x86-64,
+// 16-byte vectors), reduce_avx2.cpp (32-byte) and reduce_avx512.cpp (64-byte), each with its own
+// -m flags. reduce.cpp picks one at run time.
+//
+// A translation unit defines CCL_KERNELS_NS (its namespace under ccl) and CCL_VEC_BYTES, then
+// includes this header. Everything below lives in an anonymous namespace inside that namespace:
+// inline functions and template instances built with different -m flags must never be merged by
+// the linker (an AVX-512 copy could otherwise run on an AVX2-only CPU). For the same reason the
+// kernels call no inline function from the standard library (only type traits and builtins).
+//
+// The loops use GCC vector extensions rather than relying on the auto-vectorizer: GCC 12 at -O2
+// (the default build) does not vectorize loops that need alias checks, and never vectorizes
+// _Float16 conversions, so explicit vectors are the only way to get the same code at any -O.
+// Each lane is computed independently and in source order (src0 op src1 op ...), so the result
+// of every element is the same for all three widths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "ccl/ccl.h"
+
+namespace ccl::kernels_scalar {
+void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
+            ccl_reduction_t op, int avg_divisor);
+}
+namespace ccl::kernels_avx2 {
+void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
+            ccl_reduction_t op, int avg_divisor);
+}
+namespace ccl::kernels_avx512 {
+void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
+            ccl_reduction_t op, int avg_divisor);
+}
+
+#ifdef CCL_KERNELS_NS
+
+#if CCL_VEC_BYTES != 16 && CCL_VEC_BYTES != 32 && CCL_VEC_BYTES != 64
+#error "CCL_VEC_BYTES must be 16, 32 or 64"
+#endif
+#if CCL_VEC_BYTES >= 32
+#include <immintrin.h>  // F16C conversions (always_inline gnu_inline: never emitted out of line)
+#endif
+
+namespace ccl::CCL_KERNELS_NS {
+namespace {
+
+constexpr size_t kVecBytes = CCL_VEC_BYTES;
+// Accumulator bytes per block when nsrc > 4: small enough to stay in L1 next to the sources.
+constexpr size_t kBlockVecs = 4096 / kVecBytes;
+
+template <class T, size_t Bytes>
+struct VecOf {
+    typedef T type __attribute__((vector_size(Bytes)));
+};
+template <class T, size_t Bytes = kVecBytes>
+using Vec = typename VecOf<T, Bytes>::type;
+
+struct Fp16 {};  // IEEE binary16, stored as 16 bits
+struct Bf16 {};  // bfloat16, stored as 16 bits
+
+template <ccl_reduction_t Op, class V>
+inline V apply(V a, V b) {
+    if constexpr (Op == CCL_SUM || Op == CCL_AVG) {
+        return a + b;
+    } else if constexpr (Op == CCL_PROD) {
+        return a * b;
+    } else if constexpr (Op == CCL_MIN) {
+        return b < a ? b : a;
+    } else {
+        return a < b ? b : a;
+    }
+}
+
+// Integers. SUM/PROD/AVG accumulate in the unsigned type: vector arithmetic wraps, no UB.
+template <class S, ccl_reduction_t Op>
+struct IntKernel {
+    static constexpr bool kOrdered = Op == CCL_MIN || Op == CCL_MAX;
+    using A = std::conditional_t<kOrdered, S, std::make_unsigned_t<S>>;
+    using V = Vec<A>;
+    static constexpr size_t kLanes = kVecBytes / sizeof(A);
+    static constexpr size_t kInBytes = kLanes * sizeof(S);
+
+    static V load(const unsigned char* p) {
+        V v;
+        __builtin_memcpy(&v, p, sizeof v);
+        return v;
+    }
+    static V op(V a, V b) { return apply<Op>(a, b); }
+    static void store(unsigned char* p, V v, int div) {
+        if constexpr (Op == CCL_AVG) {
+            // No vector integer division on x86; integer AVG is rare, so divide lane by lane.
+            for (size_t i = 0; i < kLanes; ++i) {
+                if constexpr (std::is_signed_v<S>) {
+                    using W = std::conditional_t<sizeof(S) <= 4, int32_t, int64_t>;
+                    v[i] = A(S(W(S(v[i])) / W(div)));
+                } else {
+                    using W = std::conditional_t<sizeof(S) <= 4, uint32_t, uint64_t>;
+                    v[i] = A(W(v[i]) / W(div));
+                }
+            }
+        }
+        __builtin_memcpy(p, &v, sizeof v);
+    }
+};
+
+// float32 / float64: accumulate in the type itself; AVG divides (no reciprocal).
+template <class S, ccl_reduction_t Op>
+struct FloatKernel {
+    using A = S;
+    using V = Vec<A>;
+    static constexpr size_t kLanes = kVecBytes / sizeof(A);
+    static constexpr size_t kInBytes = kLanes * sizeof(S);
+
+    static V load(const unsigned char* p) {
+        V v;
+        __builtin_memcpy(&v, p, sizeof v);
+        return v;
+    }
+    static V op(V a, V b) { return apply<Op>(a, b); }
+    static void store(unsigned char* p, V v, int div) {
+        if constexpr (Op == CCL_AVG) v = v / A(div);
+        __builtin_memcpy(p, &v, sizeof v);
+    }
+};
+
+using VF = Vec<float>;
+using VU32 = Vec<uint32_t>;
+constexpr size_t kHalfLanes = kVecBytes / 4;
+using VH = Vec<uint16_t, kHalfLanes * 2>;  // kHalfLanes 16-bit values
+
+// Widening and narrowing by intrinsics where there are some: GCC 12 lowers
+// __builtin_convertvector between 16- and 32-bit lanes into shuffles (vpermt2w, vinserti64x4).
+inline VU32 widen_u16(VH h) {
+#if CCL_VEC_BYTES == 64
+    return (VU32)_mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), (__m256i)h);
+#elif CCL_VEC_BYTES == 32
+    return (VU32)_mm256_cvtepu16_epi32((__m128i)h);
+#else
+    return __builtin_convertvector(h, VU32);
+#endif
+}
+
+// Every lane of x must be <= 0xffff.
+inline VH narrow_u32(VU32 x) {
+#if CCL_VEC_BYTES == 64
+    return (VH)_mm512_maskz_cvtepi32_epi16(__mmask16(0xffff), (__m512i)x);
+#elif CCL_VEC_BYTES == 32
+    const __m256i v = (__m256i)x;
+    return (VH)_mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+#else
+    return __builtin_convertvector(x, VH);
+#endif
+}
+
+inline VF bf16_to_float(VH h) { return (VF)(widen_u16(h) << 16); }
+
+// Round to nearest even on the upper half; NaNs stay NaN (quiet bit set so that a NaN whose
+// payload lives only in the low half does not become infinity).
+inline VH float_to_bf16(VF f) {
+    VU32 u = (VU32)f;
+    VU32 r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u)
+                                              : u + 0x7fffu + ((u >> 16) & 1u);
+    return narrow_u32(r >> 16);
+}
+
+inline VF fp16_to_float(VH h) {
+#if CCL_VEC_BYTES == 64
+    // The maskz forms: the plain ones trip GCC 12's -Wmaybe-uninitialized (_mm512_undefined).
+    return (VF)_mm512_maskz_cvtph_ps(__mmask16(0xffff), (__m256i)h);
+#elif CCL_VEC_BYTES == 32
+    return (VF)_mm256_cvtph_ps((__m128i)h);
+#else
+    VF f;  // baseline x86-64 has no F16C: libgcc's conversion (exact)
+    for (size_t i = 0; i < kHalfLanes; ++i) {
+        uint16_t bits = h[i];
+        _Float16 x;
+        __builtin_memcpy(&x, &bits, 2);
+        f[i] = float(x);
+    }
+    return f;
+#endif
+}
+
+inline VH float_to_fp16(VF f) {
+#if CCL_VEC_BYTES == 64
+    return (VH)_mm512_maskz_cvtps_ph(__mmask16(0xffff), (__m512)f,
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif CCL_VEC_BYTES == 32
+    return (VH)_mm256_cvtps_ph((__m256)f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    VH h;  // libgcc's conversion, round to nearest even
+    for (size_t i = 0; i < kHalfLanes; ++i) {
+        _Float16 x = _Float16(f[i]);
+        uint16_t bits;
+        __builtin_memcpy(&bits, &x, 2);
+        h[i] = bits;
+    }
+    return h;
+#endif
+}
+
+// float16 / bfloat16: every input widened to float, the op (and AVG's divide) in float, one
+// rounding on store.
+template <class S, ccl_reduction_t Op>
+struct HalfKernel {
+    using V = VF;
+    static constexpr size_t kLanes = kHalfLanes;
+    static constexpr size_t kInBytes = kLanes * 2;
+
+    static V load(const unsigned char* p) {
+        VH h;
+        __builtin_memcpy(&h, p, sizeof h);
+        if constexpr (std::is_same_v<S, Bf16>) {
+            return bf16_to_float(h);
+        } else {
+            return fp16_to_float(h);
+        }
+    }
+    static V op(V a, V b) { return apply<Op>(a, b); }
+    static void store(unsigned char* p, V v, int div) {
+        if constexpr (Op == CCL_AVG) v = v / float(div);
+        VH h;
+        if constexpr (std::is_same_v<S, Bf16>) {
+            h = float_to_bf16(v);
+        } else {
+            h = float_to_fp16(v);
+        }
+        __builtin_memcpy(p, &h, sizeof h);
+    }
+};
+
+// One sweep over nvec vectors: v = (acc or src[0]) op src[..] ... (N sources in all), then into
+// acc or out. Each vector reads all its inputs before it is written, so out may be a source.
+template <class K, int N, bool kFromAcc, bool kToOut>
+inline void pass(typename K::V* acc, const unsigned char* const* src, size_t off,
+                 unsigned char* out, size_t nvec, int div) {
+    static_assert(N >= 1 && N <= 4);
+    constexpr size_t step = K::kInBytes;
+    constexpr int k0 = kFromAcc ? 0 : 1;
+    const unsigned char* p0 = src[0] + off;
+    const unsigned char* p1 = N > 1 ? src[N > 1 ? 1 : 0] + off : nullptr;
+    const unsigned char* p2 = N > 2 ? src[N > 2 ? 2 : 0] + off : nullptr;
+    const unsigned char* p3 = N > 3 ? src[N > 3 ? 3 : 0] + off : nullptr;
+    const unsigned char* const p[4] = {p0, p1, p2, p3};
+    for (size_t j = 0; j < nvec; ++j) {
+        const size_t o = j * step;
+        typename K::V v;
+        if constexpr (kFromAcc) {
+            v = acc[j];
+        } else {
+            v = K::load(p[0] + o);
+        }
+        // Unrolled by hand: GCC -O2 does not always peel a constant 4-trip loop.
+        if constexpr (k0 + 0 < N) v = K::op(v, K::load(p[k0 + 0] + o));
+        if constexpr (k0 + 1 < N) v = K::op(v, K::load(p[k0 + 1] + o));
+        if constexpr (k0 + 2 < N) v = K::op(v, K::load(p[k0 + 2] + o));
+        if constexpr (k0 + 3 < N) v = K::op(v, K::load(p[k0 + 3] + o));
+        if constexpr (kToOut) {
+            K::store(out + o, v, div);
+        } else {
+            acc[j] = v;
+        }
+    }
+}
+
+template <class K, bool kFromAcc>
+inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* src, size_t off,
+                        unsigned char* out, size_t nvec, int div) {
+    switch (n) {
+    case 1: pass<K, 1, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    case 2: pass<K, 2, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    case 3: pass<K, 3, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    default: pass<K, 4, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    }
+}
+
+template <class K>
+void run(unsigned char* out, const unsigned char* const* src, int nsrc, size_t count, int div) {
+    using V = typename K::V;
+    constexpr size_t step = K::kInBytes;
+    const size_t nvec = count / K::kLanes;
+    if (nvec > 0) {
+        if (nsrc <= 4) {
+            // One fused sweep, no accumulator: near copy speed for the common nsrc = 2.
+            pass_to_out<K, false>(nsrc, nullptr, src, 0, out, nvec, div);
+        } else {
+            // Block by block: the accumulator stays in L1 while every source streams once.
+            V acc[kBlockVecs];
+            for (size_t b = 0; b < nvec; b += kBlockVecs) {
+                const size_t n = nvec - b < kBlockVecs ? nvec - b : kBlockVecs;
+                const size_t off = b * step;
+                pass<K, 4, false, false>(acc, src, off, nullptr, n, div);
+                int s = 4;
+                for (; nsrc - s > 4; s += 4)
+                    pass<K, 4, true, false>(acc, src + s, off, nullptr, n, div);
+                pass_to_out<K, true>(nsrc - s, acc, src + s, off, out + off, n, div);
+            }
+        }
+    }
+    // The last count % lanes elements: through a zero-padded vector, so they get exactly the
+    // same arithmetic as the rest.
+    const size_t rem = count - nvec * K::kLanes;
+    if (rem > 0) {
+        const size_t off = nvec * step;
+        const size_t bytes = rem * (step / K::kLanes);
+        alignas(64) unsigned char buf[step] = {};
+        __builtin_memcpy(buf, src[0] + off, bytes);
+        V v = K::load(buf);
+        for (int s = 1; s < nsrc; ++s) {
+            __builtin_memcpy(buf, src[s] + off, bytes);
+            v = K::op(v, K::load(buf));
+        }
+        K::store(buf, v, div);
+        __builtin_memcpy(out + off, buf, bytes);
+    }
+}
+
+template <ccl_reduction_t Op>
+void run_op(unsigned char* out, const unsigned char* const* src, int nsrc, size_t count,
+            ccl_datatype_t dtype, int div) {
+    switch (dtype) {
+    case CCL_INT8: run<IntKernel<int8_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_UINT8: run<IntKernel<uint8_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_INT16: run<IntKernel<int16_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_UINT16: run<IntKernel<uint16_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_INT32: run<IntKernel<int32_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_UINT32: run<IntKernel<uint32_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_INT64: run<IntKernel<int64_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_UINT64: run<IntKernel<uint64_t, Op>>(out, src, nsrc, count, div); break;
+    case CCL_FLOAT16: run<HalfKernel<Fp16, Op>>(out, src, nsrc, count, div); break;
+    case CCL_BFLOAT16: run<HalfKernel<Bf16, Op>>(out, src, nsrc, count, div); break;
+    case CCL_FLOAT32: run<FloatKernel<float, Op>>(out, src, nsrc, count, div); break;
+    case CCL_FLOAT64: run<FloatKernel<double, Op>>(out, src, nsrc, count, div); break;
+    }
+}
+
+}  // namespace
+
+// Arguments are validated by ccl::reduce(); this only computes.
+void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
+            ccl_reduction_t op, int avg_divisor) {
+    auto* o = static_cast<unsigned char*>(out);
+    auto* s = reinterpret_cast<const unsigned char* const*>(srcs);
+    switch (op) {
+    case CCL_SUM: run_op<CCL_SUM>(o, s, nsrc, count, dtype, avg_divisor); break;
+    case CCL_PROD: run_op<CCL_PROD>(o, s, nsrc, count, dtype, avg_divisor); break;
+    case CCL_MIN: run_op<CCL_MIN>(o, s, nsrc, count, dtype, avg_divisor); break;
+    case CCL_MAX: run_op<CCL_MAX>(o, s, nsrc, count, dtype, avg_divisor); break;
+    case CCL_AVG: run_op<CCL_AVG>(o, s, nsrc, count, dtype, avg_divisor); break;
+    }
+}
+
+}  // namespace ccl::CCL_KERNELS_NS
+
+#endif  // CCL_KERNELS_NS

@@ -1,0 +1,195 @@
+// The KVS client: one TCP connection, one request at a time under a mutex. Every wait is a poll()
+// against the call's deadline. After a timeout or a broken connection the socket is closed, so a
+// late reply can never be read as the answer to a later request; the next call reconnects.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "kvs/kvs.h"
+#include "kvs/net.h"
+#include "kvs/protocol.h"
+
+namespace ccl::kvs {
+namespace {
+
+std::string seconds_text(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", s);
+    return buf;
+}
+
+// Keys are chosen by the library, but keep a message readable whatever they hold.
+std::string quoted(const std::string& key) {
+    constexpr size_t kShown = 200;
+    if (key.size() <= kShown) return "'" + key + "'";
+    return "'" + key.substr(0, kShown) + "...' (" + std::to_string(key.size()) + " bytes)";
+}
+
+// Why a wait on the socket ended early.
+enum class Wait { ready, timeout };
+
+Wait wait_for(int fd, short events, const net::Deadline& deadline) {
+    for (;;) {
+        pollfd p{fd, events, 0};
+        int n = poll(&p, 1, deadline.remaining_ms());
+        if (n > 0) return Wait::ready;  // errors and hang-ups surface in the send/recv that follows
+        if (n == 0) {
+            if (deadline.expired()) return Wait::timeout;
+            continue;  // woke a rounding step early
+        }
+        if (errno != EINTR) throw_errno("KVS client: poll");
+    }
+}
+
+}  // namespace
+
+struct Client::Impl {
+    std::string address;
+    sockaddr_in addr{};
+    double connect_timeout_s = 0;
+    std::mutex mu;
+    net::Fd fd;  // invalid after a failure: the next call reconnects
+
+    void connect(double timeout_s);
+    // Sends `req` and returns the reply. `what` names the call for error messages.
+    protocol::Reply call(const protocol::Request& req, double timeout_s, const std::string& what);
+};
+
+void Client::Impl::connect(double timeout_s) {
+    net::Deadline deadline(timeout_s);
+    auto backoff = std::chrono::milliseconds(5);
+    int last_err = ETIMEDOUT;
+    for (;;) {
+        net::Fd s(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (!s.valid()) throw_errno("KVS client: socket");
+        int err = 0;
+        if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+            err = errno;
+            if (err == EINPROGRESS || err == EINTR) {
+                if (wait_for(s.get(), POLLOUT, deadline) == Wait::timeout) {
+                    err = ETIMEDOUT;
+                } else {
+                    socklen_t len = sizeof(err);
+                    if (getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+                }
+            }
+        }
+        if (err == 0) {
+            net::set_nodelay(s.get());
+            fd = std::move(s);
+            return;
+        }
+        last_err = err;
+        if (deadline.expired()) break;
+        // The server may not be listening yet: retry, backing off, until the deadline.
+        auto left = std::chrono::milliseconds(deadline.remaining_ms());
+        std::this_thread::sleep_for(std::min(backoff, left));
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
+    }
+    throw Error(CCL_ERROR_TIMEOUT, "could not connect to the KVS at " + address + " within " +
+                                       seconds_text(timeout_s) + " s: " + std::strerror(last_err));
+}
+
+protocol::Reply Client::Impl::call(const protocol::Request& req, double timeout_s,
+                                   const std::string& what) {
+    std::string frame = protocol::encode(req);  // size errors before touching the connection
+    std::lock_guard lock(mu);
+    net::Deadline deadline(timeout_s);
+    if (!fd.valid()) connect(std::min(timeout_s, connect_timeout_s));
+
+    auto timed_out = [&] {
+        fd.reset();
+        return Error(CCL_ERROR_TIMEOUT, "timed out after " + seconds_text(timeout_s) + " s " +
+                                            what + " at the KVS at " + address);
+    };
+    auto lost = [&](const std::string& why) {
+        fd.reset();
+        return Error(CCL_ERROR_PEER_FAILURE,
+                     "lost the connection to the KVS at " + address + " " + what + ": " + why);
+    };
+
+    for (size_t sent = 0; sent < frame.size();) {
+        ssize_t r = send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+        if (r >= 0) {
+            sent += static_cast<size_t>(r);
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (wait_for(fd.get(), POLLOUT, deadline) == Wait::timeout) throw timed_out();
+        } else if (errno != EINTR) {
+            throw lost(std::strerror(errno));
+        }
+    }
+
+    auto recv_exact = [&](char* dst, size_t n) {
+        for (size_t got = 0; got < n;) {
+            ssize_t r = recv(fd.get(), dst + got, n - got, 0);
+            if (r > 0) {
+                got += static_cast<size_t>(r);
+            } else if (r == 0) {
+                throw lost("the server closed it");
+            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (wait_for(fd.get(), POLLIN, deadline) == Wait::timeout) throw timed_out();
+            } else if (errno != EINTR) {
+                throw lost(std::strerror(errno));
+            }
+        }
+    };
+    char header[protocol::kHeaderSize];
+    recv_exact(header, sizeof(header));
+    protocol::Reply reply;
+    try {
+        std::string body(protocol::body_length(header), '\0');
+        recv_exact(body.data(), body.size());
+        reply = protocol::decode_reply(body);
+    } catch (const protocol::ProtocolError& e) {
+        throw lost(std::string("malformed reply: ") + e.what());
+    }
+    if (reply.status != CCL_SUCCESS) {
+        throw Error(reply.status, "the KVS at " + address + " refused " + what + ": " + reply.payload);
+    }
+    return reply;
+}
+
+Client::Client(const std::string& address, double connect_timeout_s)
+    : impl_(std::make_unique<Impl>()) {
+    impl_->address = address;
+    impl_->addr = net::parse_address(address);
+    impl_->connect_timeout_s = connect_timeout_s;
+    impl_->connect(connect_timeout_s);
+}
+
+Client::~Client() = default;
+
+const std::string& Client::address() const { return impl_->address; }
+
+void Client::put(const std::string& key, const std::string& value) {
+    // put has no timeout of its own: the server answers at once, so the connect timeout bounds it.
+    impl_->call({protocol::Op::put, key, value, 0}, impl_->connect_timeout_s,
+                "putting key " + quoted(key));
+}
+
+std::string Client::get(const std::string& key, double timeout_s) {
+    return impl_->call({protocol::Op::get, key, {}, 0}, timeout_s,
+                       "waiting for key " + quoted(key))
+        .payload;
+}
+
+void Client::barrier(const std::string& name, int nranks, double timeout_s) {
+    if (nranks < 1) {
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "KVS barrier " + quoted(name) + ": nranks must be at least 1, not " +
+                        std::to_string(nranks));
+    }
+    impl_->call({protocol::Op::barrier, name, {}, static_cast<uint32_t>(nranks)}, timeout_s,
+                "in barrier " + quoted(name) + " of " + std::to_string(nranks) + " ranks");
+}
+
+}  // namespace ccl::kvs

@@ -1,0 +1,148 @@
+#include "kvs/protocol.h"
+
+#include "core/error.h"
+
+namespace ccl::kvs::protocol {
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+    char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                 static_cast<char>(v)};
+    out.append(b, 4);
+}
+
+uint32_t get_u32(const char* p) {
+    auto u = [&](int i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
+    return (u(0) << 24) | (u(1) << 16) | (u(2) << 8) | u(3);
+}
+
+void put_str(std::string& out, std::string_view s) {
+    put_u32(out, static_cast<uint32_t>(s.size()));
+    out.append(s);
+}
+
+// Bounds-checked reads from a body.
+class Reader {
+public:
+    explicit Reader(std::string_view body) : rest_(body) {}
+    uint8_t u8() {
+        need(1);
+        uint8_t v = static_cast<uint8_t>(rest_[0]);
+        rest_.remove_prefix(1);
+        return v;
+    }
+    uint32_t u32() {
+        need(4);
+        uint32_t v = get_u32(rest_.data());
+        rest_.remove_prefix(4);
+        return v;
+    }
+    std::string str(size_t max, const char* what) {
+        uint32_t n = u32();
+        if (n > max) {
+            throw ProtocolError(std::string(what) + " of " + std::to_string(n) + " bytes exceeds " +
+                                std::to_string(max));
+        }
+        need(n);
+        std::string s(rest_.substr(0, n));
+        rest_.remove_prefix(n);
+        return s;
+    }
+    void end() const {
+        if (!rest_.empty()) {
+            throw ProtocolError(std::to_string(rest_.size()) + " trailing bytes after the message");
+        }
+    }
+
+private:
+    void need(size_t n) const {
+        if (rest_.size() < n) throw ProtocolError("truncated message");
+    }
+    std::string_view rest_;
+};
+
+std::string frame(std::string body) {
+    std::string out;
+    out.reserve(kHeaderSize + body.size());
+    put_u32(out, static_cast<uint32_t>(body.size()));
+    out += body;
+    return out;
+}
+
+}  // namespace
+
+std::string encode(const Request& req) {
+    if (req.key.size() > kMaxKey) {
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, "KVS key of " + std::to_string(req.key.size()) +
+                                                    " bytes exceeds the limit of " +
+                                                    std::to_string(kMaxKey));
+    }
+    std::string body;
+    body.push_back(static_cast<char>(req.op));
+    put_str(body, req.key);
+    if (req.op == Op::put) put_str(body, req.value);
+    if (req.op == Op::barrier) put_u32(body, req.nranks);
+    if (body.size() > kMaxFrame) {
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "KVS value of " + std::to_string(req.value.size()) + " bytes for key '" +
+                        req.key + "' exceeds the message limit of " + std::to_string(kMaxFrame));
+    }
+    return frame(std::move(body));
+}
+
+std::string encode(const Reply& reply) {
+    std::string body;
+    body.push_back(static_cast<char>(reply.status));
+    // Error messages are ours and short; values passed the request's limit already.
+    put_str(body, reply.payload);
+    return frame(std::move(body));
+}
+
+size_t body_length(const char* header) {
+    uint32_t n = get_u32(header);
+    if (n > kMaxFrame) {
+        throw ProtocolError("frame of " + std::to_string(n) + " bytes exceeds the limit of " +
+                            std::to_string(kMaxFrame));
+    }
+    return n;
+}
+
+Request decode_request(std::string_view body) {
+    Reader r(body);
+    Request req;
+    uint8_t op = r.u8();
+    switch (op) {
+        case static_cast<uint8_t>(Op::put):
+            req.op = Op::put;
+            req.key = r.str(kMaxKey, "key");
+            req.value = r.str(kMaxFrame, "value");
+            break;
+        case static_cast<uint8_t>(Op::get):
+            req.op = Op::get;
+            req.key = r.str(kMaxKey, "key");
+            break;
+        case static_cast<uint8_t>(Op::barrier):
+            req.op = Op::barrier;
+            req.key = r.str(kMaxKey, "barrier name");
+            req.nranks = r.u32();
+            if (req.nranks == 0) throw ProtocolError("barrier with nranks 0");
+            break;
+        default:
+            throw ProtocolError("unknown opcode " + std::to_string(op));
+    }
+    r.end();
+    return req;
+}
+
+Reply decode_reply(std::string_view body) {
+    Reader r(body);
+    Reply reply;
+    uint8_t status = r.u8();
+    if (status > CCL_ERROR_ABORTED) throw ProtocolError("unknown status " + std::to_string(status));
+    reply.status = static_cast<ccl_result_t>(status);
+    reply.payload = r.str(kMaxFrame, "payload");
+    r.end();
+    return reply;
+}
+
+}  // namespace ccl::kvs::protocol

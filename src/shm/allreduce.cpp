@@ -1,0 +1,72 @@
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/reduce.h"
+#include "shm/collectives.h"
+
+namespace ccl::shm {
+
+namespace {
+
+// Elements per chunk: a whole buffer's worth.
+size_t chunk_elems(const Arena& arena, size_t esize) { return arena.buffer_size() / esize; }
+
+// Rank r's slice [begin, end) of a chunk of n elements, cut at cache-line boundaries so that no two
+// ranks write the same line.
+std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks) {
+    size_t granule = std::max<size_t>(1, 64 / esize);
+    size_t blocks = (n + granule - 1) / granule;
+    size_t b0 = blocks * size_t(r) / size_t(nranks), b1 = blocks * size_t(r + 1) / size_t(nranks);
+    return {std::min(n, b0 * granule), std::min(n, b1 * granule)};
+}
+
+}  // namespace
+
+void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                      ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = arena.nranks();
+    const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t c = std::min(chunk, count - off);
+        arena.begin_round(sig);
+        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        arena.ready();
+        arena.wait_all_ready();
+        for (int r = 0; r < n; ++r) srcs[size_t(r)] = arena.peer_buffer(r);
+        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        arena.done();
+    }
+}
+
+void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                    ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t c = std::min(chunk, count - off);
+        auto [lo, hi] = slice(c, esize, me, n);
+        // Round 1: inputs in; reduce my slice of everyone's input into my buffer of round 2.
+        arena.begin_round(sig);
+        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        arena.ready();
+        arena.wait_all_ready();
+        for (int r = 0; r < n; ++r) srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype, op, n);
+        arena.done();
+        // Round 2: every reduced slice out.
+        arena.begin_round(sig);
+        arena.ready();
+        arena.wait_all_ready();
+        for (int r = 0; r < n; ++r) {
+            auto [b, e] = slice(c, esize, r, n);
+            std::memcpy(static_cast<char*>(recv) + (off + b) * esize,
+                        static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize);
+        }
+        arena.done();
+    }
+}
+
+}  // namespace ccl::shm

@@ -1,0 +1,201 @@
+#include "shm/arena.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ccl::shm {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x63636c2d61726e31ull;  // "ccl-arn1"
+constexpr size_t kPage = 4096;
+constexpr auto kMaxSleep = std::chrono::milliseconds(50);   // bounds every futex sleep
+constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
+
+}  // namespace
+
+struct Arena::Header {
+    uint64_t magic;
+    uint64_t buffer_size;
+    uint32_t nranks;
+    std::atomic<uint32_t> failed;       // 0, or 1 + the rank whose wait failed first
+    std::atomic<uint32_t> failed_code;  // its ccl_result_t
+    // nranks pids follow (see pid()), for peer-liveness checks
+};
+
+// One cache-line pair per rank, so that a rank's stores never disturb another rank's flag.
+struct alignas(128) Arena::Flag {
+    std::atomic<uint32_t> seq;      // 2e-1: ready in round e, 2e: done with round e
+    std::atomic<uint32_t> waiters;  // peers sleeping on seq's futex
+    std::atomic<uint32_t> sig[4];   // the collective's signature of round e at [e % 4]
+};
+
+size_t Arena::header_bytes(int nranks) {
+    return round_up(sizeof(Arena::Header) + sizeof(std::atomic<int32_t>) * size_t(nranks), kPage);
+}
+size_t Arena::flags_bytes(int nranks) { return round_up(128 * size_t(nranks), kPage); }
+
+size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
+    return header_bytes(nranks) + flags_bytes(nranks) +
+           size_t(nranks) * 2 * round_up(buffer_size, kPage);
+}
+
+Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init)
+    : seg_(std::move(seg)),
+      nranks_(nranks),
+      rank_(rank),
+      buffer_size_(buffer_size),
+      timeout_s_(timeout_s),
+      policy_(wait_policy(nranks)),
+      flags_offset_(header_bytes(nranks)),
+      data_offset_(header_bytes(nranks) + flags_bytes(nranks)) {
+    static_assert(sizeof(Flag) == 128);
+    if (seg_.size() != bytes_needed(nranks, buffer_size))
+        throw Error(CCL_ERROR_INTERNAL, "shared-memory arena " + seg_.name() + " has the wrong size");
+    Header* h = header();
+    if (init) {
+        // The segment is fresh (zero-filled): flags start at 0, round 0 "done".
+        h->buffer_size = buffer_size;
+        h->nranks = uint32_t(nranks);
+        std::atomic_thread_fence(std::memory_order_release);
+        h->magic = kMagic;
+    } else if (h->magic != kMagic || h->nranks != uint32_t(nranks) || h->buffer_size != buffer_size) {
+        throw Error(CCL_ERROR_INTERNAL, "shared-memory arena " + seg_.name() + " is not laid out as expected");
+    }
+    pid(rank).store(int32_t(::getpid()), std::memory_order_release);
+}
+
+Arena::Header* Arena::header() const { return static_cast<Header*>(seg_.data()); }
+
+std::atomic<int32_t>& Arena::pid(int r) const {
+    return reinterpret_cast<std::atomic<int32_t>*>(static_cast<char*>(seg_.data()) + sizeof(Header))[r];
+}
+
+Arena::Flag& Arena::flag(int r) const {
+    return reinterpret_cast<Flag*>(static_cast<char*>(seg_.data()) + flags_offset_)[r];
+}
+
+void Arena::begin_round(uint32_t signature) {
+    if (failed_) throw Error(CCL_ERROR_INTERNAL, "arena used after a failure");
+    ++round_;
+    signature_ = signature;
+    flag(rank_).sig[round_ % 4].store(signature, std::memory_order_release);
+}
+
+void* Arena::own_buffer(int ahead) {
+    // The half this round uses was last used in round (round_ + ahead - 2).
+    int64_t previous = int64_t(round_) + ahead - 2;
+    if (previous > int64_t(known_done_)) {
+        for (int r = 0; r < nranks_; ++r)
+            if (r != rank_) wait_flag(r, uint32_t(2 * previous));
+        known_done_ = uint64_t(previous);
+    }
+    return peer_buffer(rank_, ahead);
+}
+
+void* Arena::peer_buffer(int peer, int ahead) const {
+    size_t stride = round_up(buffer_size_, kPage);
+    size_t index = size_t(peer) * 2 + (round_ + uint64_t(ahead)) % 2;
+    return static_cast<char*>(seg_.data()) + data_offset_ + index * stride;
+}
+
+void Arena::publish(uint32_t value) {
+    Flag& f = flag(rank_);
+    // seq_cst store then load: either a sleeper sees the new value before sleeping, or we see it
+    // registered and wake it (the futex itself rechecks the value atomically).
+    f.seq.store(value, std::memory_order_seq_cst);
+    if (f.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&f.seq);
+}
+
+void Arena::ready() { publish(uint32_t(2 * round_ - 1)); }
+void Arena::done() { publish(uint32_t(2 * round_)); }
+
+void Arena::wait_ready(int peer) { wait_flag(peer, uint32_t(2 * round_ - 1)); }
+
+void Arena::wait_all_ready() {
+    for (int r = 0; r < nranks_; ++r)
+        if (r != rank_) wait_ready(r);
+    // Every rank is ready in this round, hence done with the previous one.
+    known_done_ = std::max(known_done_, round_ - 1);
+}
+
+void Arena::check_signature(int r, uint32_t seen) {
+    // The peer stores its signature for round e before it is ready in round e, and overwrites it
+    // when it starts round e + 4, after its flag passed 2(e + 3). Check only in between.
+    if (!reached(seen, uint32_t(2 * round_ - 1))) return;
+    Flag& f = flag(r);
+    uint32_t sig = f.sig[round_ % 4].load(std::memory_order_acquire);
+    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + 3)))) return;
+    if (sig != signature_)
+        fail(CCL_ERROR_INVALID_USAGE,
+             "collective mismatch: rank " + std::to_string(r) + " called a different collective (or "
+             "count, datatype, reduction or root) than rank " + std::to_string(rank_) +
+             " in the same position; every rank must call the same collectives in the same order");
+}
+
+void Arena::wait_flag(int r, uint32_t target) {
+    Flag& f = flag(r);
+    uint32_t v = f.seq.load(std::memory_order_acquire);
+    for (int i = 0; !reached(v, target) && i < policy_.spins; ++i) {
+        cpu_relax();
+        v = f.seq.load(std::memory_order_acquire);
+    }
+    for (int i = 0; !reached(v, target) && i < policy_.yields; ++i) {
+        sched_yield();
+        v = f.seq.load(std::memory_order_acquire);
+    }
+    if (!reached(v, target)) {
+        using clock = std::chrono::steady_clock;
+        auto start = clock::now();
+        auto deadline = start + std::chrono::duration_cast<clock::duration>(
+                                    std::chrono::duration<double>(timeout_s_));
+        auto next_liveness = start + kLivenessPeriod;
+        Header* h = header();
+        while (!reached(v, target)) {
+            if (uint32_t who = h->failed.load(std::memory_order_acquire); who != 0)
+                fail(ccl_result_t(h->failed_code.load()),
+                     "rank " + std::to_string(who - 1) + " of this communicator failed first (" +
+                         ccl_strerror(ccl_result_t(h->failed_code.load())) + ")");
+            auto now = clock::now();
+            if (now >= deadline)
+                fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
+                                            " s (CCL_TIMEOUT) waiting for rank " + std::to_string(r));
+            if (now >= next_liveness) {
+                next_liveness = now + kLivenessPeriod;
+                int32_t p = pid(r).load(std::memory_order_acquire);
+                if (p > 0 && ::kill(p, 0) != 0 && errno == ESRCH)
+                    fail(CCL_ERROR_PEER_FAILURE,
+                         "rank " + std::to_string(r) + " (pid " + std::to_string(p) + ") died");
+            }
+            f.waiters.fetch_add(1, std::memory_order_seq_cst);
+            v = f.seq.load(std::memory_order_seq_cst);
+            if (!reached(v, target))
+                futex_wait(&f.seq, v, std::min<clock::duration>(kMaxSleep, deadline - now));
+            f.waiters.fetch_sub(1, std::memory_order_seq_cst);
+            v = f.seq.load(std::memory_order_acquire);
+        }
+    }
+    check_signature(r, v);
+}
+
+void Arena::fail(ccl_result_t code, const std::string& message) {
+    failed_ = true;
+    Header* h = header();
+    uint32_t none = 0;
+    if (h->failed.compare_exchange_strong(none, uint32_t(rank_) + 1)) h->failed_code.store(code);
+    throw Error(code, message);
+}
+
+}  // namespace ccl::shm

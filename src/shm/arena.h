@@ -1,0 +1,85 @@
+// The shared-memory arena of a communicator's co-located ranks: per-rank flags and, per rank, two
+// data buffers used alternately by successive rounds.
+//
+// The round protocol. Every collective runs as a sequence of rounds that all ranks go through
+// alike (same number, same order). In round e a rank uses buffer half e % 2 of its slot, and its
+// flag reads 2e-1 once its data for round e is in place ("ready") and 2e once it no longer touches
+// the arena for round e ("done"). A rank writes its half for round e only after every rank is done
+// with round e-2, which used the same half; so no call ever needs a trailing barrier, and a rank
+// may run ahead of slow readers by a round. Flags only grow, which makes every wait a simple
+// "flag >= target" (modulo 2^32).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ccl/ccl.h"
+
+#include "shm/segment.h"
+#include "shm/wait.h"
+
+namespace ccl::shm {
+
+class Arena {
+public:
+    static size_t bytes_needed(int nranks, size_t buffer_size);
+
+    // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
+    // Records this rank's pid for peer-liveness checks.
+    Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init);
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+
+    int rank() const { return rank_; }
+    int nranks() const { return nranks_; }
+    size_t buffer_size() const { return buffer_size_; }
+    Segment& segment() { return seg_; }
+
+    // Starts the next round. `signature` identifies the collective (type, count, dtype, op, root):
+    // a peer in the same round with another signature is a usage error, reported, never run.
+    void begin_round(uint32_t signature);
+    // This rank's buffer for the current round (ahead = 0) or the next one (ahead = 1), once every
+    // rank is done with the round that used it before.
+    void* own_buffer(int ahead = 0);
+    // A peer's buffer for the current round; read it only after wait_ready(peer).
+    void* peer_buffer(int peer, int ahead = 0) const;
+    void ready();  // this rank's data for the current round is in place
+    void done();   // this rank no longer touches the arena for the current round
+    void wait_ready(int peer);
+    void wait_all_ready();
+
+    // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
+    bool failed() const { return failed_; }
+
+private:
+    struct Header;
+    struct Flag;
+
+    static size_t header_bytes(int nranks);
+    static size_t flags_bytes(int nranks);
+    Header* header() const;
+    std::atomic<int32_t>& pid(int r) const;
+    Flag& flag(int r) const;
+    void publish(uint32_t value);
+    // Waits until rank r's flag reaches `target` (modulo 2^32); throws ccl::Error on failure.
+    void wait_flag(int r, uint32_t target);
+    [[noreturn]] void fail(ccl_result_t code, const std::string& message);
+    void check_signature(int r, uint32_t seen);
+
+    Segment seg_;
+    int nranks_;
+    int rank_;
+    size_t buffer_size_;
+    double timeout_s_;
+    WaitPolicy policy_;
+    size_t flags_offset_;
+    size_t data_offset_;
+    uint64_t round_ = 0;       // the current round (1-based once started)
+    uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
+    uint32_t signature_ = 0;
+    bool failed_ = false;
+};
+
+}  // namespace ccl::shm

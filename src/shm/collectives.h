@@ -1,0 +1,28 @@
+// Collectives among the co-located ranks of a communicator, over its shared-memory arena. Every
+// rank calls the same function with the same count, datatype, reduction, root and signature.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ccl/ccl.h"
+#include "shm/arena.h"
+
+namespace ccl::shm {
+
+// Small messages: every rank copies its input in, then reduces all ranks' buffers itself.
+// One synchronisation per chunk.
+void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                      ccl_datatype_t dtype, ccl_reduction_t op);
+
+// Large messages: per chunk, every rank reduces one slice of all ranks' inputs (reduce-scatter),
+// then copies every slice out (all-gather); all ranks work at once.
+void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                    ccl_datatype_t dtype, ccl_reduction_t op);
+
+// The root copies chunks in, the others copy them out; a reader can lag the root by a chunk.
+void broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
+
+void barrier(Arena& arena, uint32_t sig);
+
+}  // namespace ccl::shm

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# cclrun's behaviour as a launcher: environment, labels, failure propagation, signals, timeouts and
+# /dev/shm clean-up. Usage: cclrun_selftest.sh path/to/cclrun
+set -u
+CCLRUN=${1:?usage: $0 path/to/cclrun}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL $1"; shift; for l in "$@"; do echo "     $l"; done; }
+now() { date +%s.%N; }
+# elapsed START: seconds since START, as a decimal.
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+# faster_than SECONDS VALUE: true when VALUE < SECONDS.
+faster_than() { awk -v lim="$1" -v v="$2" 'BEGIN { exit !(v < lim) }'; }
+
+# Environment of -n 3.
+out=$("$CCLRUN" -n 3 -- sh -c \
+    'echo $CCL_RANK $CCL_SIZE $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $CCL_KVS_ADDRESS' \
+    2>"$TMP/err")
+rc=$?
+expected=$'0 3 0 3 0 3\n1 3 1 3 1 3\n2 3 2 3 2 3'
+got=$(echo "$out" | awk '{ print $1, $2, $3, $4, $5, $6 }' | sort)
+addrs=$(echo "$out" | awk '{ print $7 }' | sort -u)
+if [[ $rc == 0 && $got == "$expected" && $(echo "$addrs" | wc -l) == 1 &&
+      $addrs =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+$ ]]; then
+    ok "environment of -n 3"
+else
+    fail "environment of -n 3" "rc=$rc" "output: $out" "stderr: $(cat "$TMP/err")"
+fi
+
+# Labels: stdout and stderr separately, a partial last line flushed at EOF.
+"$CCLRUN" -n 2 -l -- sh -c 'echo out$CCL_RANK; echo err$CCL_RANK >&2; printf "tail$CCL_RANK"' \
+    >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc == 0 && $(sort "$TMP/out") == $'[0] out0\n[0] tail0\n[1] out1\n[1] tail1' &&
+      $(sort "$TMP/err") == $'[0] err0\n[1] err1' ]]; then
+    ok "--label prefixes"
+else
+    fail "--label prefixes" "rc=$rc" "stdout: $(cat "$TMP/out")" "stderr: $(cat "$TMP/err")"
+fi
+
+# Without -l the output is the ranks' own.
+out=$("$CCLRUN" -n 2 -- sh -c 'echo plain' 2>&1)
+if [[ $? == 0 && $out == $'plain\nplain' ]]; then ok "no labels without -l"; else
+    fail "no labels without -l" "output: $out"; fi
+
+# A failing rank: its status is cclrun's, and the sleeping ranks are stopped at once.
+start=$(now)
+"$CCLRUN" -n 4 -- sh -c 'if [ $CCL_RANK = 1 ]; then exit 3; fi; exec sleep 60' 2>"$TMP/err"
+rc=$?
+t=$(elapsed "$start")
+if [[ $rc == 3 ]] && faster_than 3 "$t" && grep -q "rank 1 (pid [0-9]*) exited with status 3" "$TMP/err"; then
+    ok "failing rank: exit 3 after ${t}s"
+else
+    fail "failing rank" "rc=$rc after ${t}s" "stderr: $(cat "$TMP/err")"
+fi
+
+# A rank killed by SIGKILL.
+"$CCLRUN" -n 3 -- sh -c 'if [ $CCL_RANK = 2 ]; then kill -KILL $$; fi; exec sleep 60' 2>"$TMP/err"
+rc=$?
+if [[ $rc == 137 ]] && grep -q "rank 2 (pid [0-9]*) was killed by signal SIGKILL" "$TMP/err"; then
+    ok "rank killed by SIGKILL: exit 137"
+else
+    fail "rank killed by SIGKILL" "rc=$rc" "stderr: $(cat "$TMP/err")"
+fi
+
+# A rank that ignores SIGTERM is killed after the grace period.
+start=$(now)
+"$CCLRUN" -n 2 -- sh -c 'if [ $CCL_RANK = 0 ]; then sleep 0.3; exit 5; fi; trap "" TERM; exec sleep 60' \
+    2>"$TMP/err"
+rc=$?
+t=$(elapsed "$start")
+if [[ $rc == 5 ]] && faster_than 5 "$t" && grep -q "sending SIGKILL" "$TMP/err"; then
+    ok "SIGTERM ignored: SIGKILL after ${t}s"
+else
+    fail "SIGTERM ignored" "rc=$rc after ${t}s" "stderr: $(cat "$TMP/err")"
+fi
+
+# Program not found.
+"$CCLRUN" -n 2 -- ./no-such-program-xyz 2>"$TMP/err"
+rc=$?
+if [[ $rc == 127 ]] && grep -q "cannot execute './no-such-program-xyz'" "$TMP/err"; then
+    ok "program not found: exit 127"
+else
+    fail "program not found" "rc=$rc" "stderr: $(cat "$TMP/err")"
+fi
+
+# The whole-job timeout.
+start=$(now)
+"$CCLRUN" -n 2 --timeout 0.5 -- sleep 60 2>"$TMP/err"
+rc=$?
+t=$(elapsed "$start")
+if [[ $rc == 124 ]] && faster_than 3 "$t" && grep -q "timed out" "$TMP/err"; then
+    ok "--timeout: exit 124 after ${t}s"
+else
+    fail "--timeout" "rc=$rc after ${t}s" "stderr: $(cat "$TMP/err")"
+fi
+
+# SIGINT to cclrun: ranks stopped, exit 130, nothing left running.
+"$CCLRUN" -n 3 -- sh -c 'echo $$ >>'"$TMP/pids"'; exec sleep 60' 2>"$TMP/err" &
+cpid=$!
+for _ in $(seq 50); do [[ -f $TMP/pids && $(wc -l <"$TMP/pids") == 3 ]] && break; sleep 0.1; done
+kill -INT "$cpid"
+wait "$cpid"
+rc=$?
+alive=0
+for p in $(cat "$TMP/pids" 2>/dev/null); do
+    # A zombie under a container's pid 1 is gone as far as we care.
+    if kill -0 "$p" 2>/dev/null && [[ $(ps -o stat= -p "$p") != Z* ]]; then alive=$((alive + 1)); fi
+done
+if [[ $rc == 130 && $alive == 0 ]]; then ok "SIGINT: exit 130, ranks stopped"; else
+    fail "SIGINT" "rc=$rc, $alive ranks still alive" "stderr: $(cat "$TMP/err")"; fi
+
+# /dev/shm clean-up of segments named after a rank's pid (here the rank is the shell itself).
+"$CCLRUN" -n 2 -- sh -c 'touch /dev/shm/ccl-$$-x; echo $$' >"$TMP/out" 2>"$TMP/err"
+rc=$?
+left=0
+for p in $(cat "$TMP/out"); do [[ -e /dev/shm/ccl-$p-x ]] && left=$((left + 1)); done
+if [[ $rc == 0 && $(wc -l <"$TMP/out") == 2 && $left == 0 ]]; then
+    ok "/dev/shm clean-up"
+else
+    fail "/dev/shm clean-up" "rc=$rc, $left files left" "stderr: $(cat "$TMP/err")"
+    for p in $(cat "$TMP/out"); do rm -f "/dev/shm/ccl-$p-x"; done
+fi
+
+# Usage errors: exit 2 with a message.
+for args in "" "-n" "-n 0 true" "-n 4097 true" "-n x true" "-n 2" "--bogus -n 1 true" \
+            "-n 1 --timeout 0 true" "-n 1 --timeout abc true"; do
+    # shellcheck disable=SC2086
+    "$CCLRUN" $args 2>"$TMP/err" >/dev/null
+    rc=$?
+    if [[ $rc == 2 ]] && grep -q "^cclrun: " "$TMP/err"; then ok "usage error: '$args'"; else
+        fail "usage error: '$args'" "rc=$rc" "stderr: $(cat "$TMP/err")"; fi
+done
+"$CCLRUN" --help | grep -q "^usage: cclrun" && ok "--help" || fail "--help"
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs ccl's build and test dependencies from Debian's packages. Idempotent: does nothing
+# (and needs no network) when everything is already installed. Run as root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libhwloc-dev libnuma-dev libspdlog-dev libfmt-dev libfabric-dev libze-dev libgtest-dev
+  procps util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

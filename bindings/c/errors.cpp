@@ -38,22 +38,7 @@ ccl_result_t ccl_get_version(int* major, int* minor, int* patch) {
     });
 }
 
-const char* ccl_strerror(ccl_result_t result) {
-    switch (result) {
-        case CCL_SUCCESS: return "success";
-        case CCL_ERROR_INVALID_ARGUMENT: return "invalid argument";
-        case CCL_ERROR_INVALID_USAGE: return "invalid usage";
-        case CCL_ERROR_TIMEOUT: return "timed out";
-        case CCL_ERROR_PEER_FAILURE: return "peer failure";
-        case CCL_ERROR_SYSTEM: return "system error";
-        case CCL_ERROR_OUT_OF_MEMORY: return "out of memory";
-        case CCL_ERROR_UNSUPPORTED: return "unsupported";
-        case CCL_ERROR_INTERNAL: return "internal error";
-        case CCL_IN_PROGRESS: return "in progress";
-        case CCL_ERROR_ABORTED: return "aborted";
-    }
-    return "unknown result code";
-}
+const char* ccl_strerror(ccl_result_t result) { return ccl::result_name(result); }
 
 const char* ccl_last_error(void) { return ccl::capi::last_error_cstr(); }
 

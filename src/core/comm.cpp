@@ -45,8 +45,9 @@ std::string segment_name() {
 
 }  // namespace
 
-Communicator::Communicator(int size, int rank, kvs::Client& kvs) : size_(size), rank_(rank) {
-    const Config& cfg = config();
+Communicator::Communicator(int size, int rank, kvs::Client& kvs)
+    : size_(size), rank_(rank), config_(ccl::config()) {
+    const Config& cfg = config_;
     const std::string prefix = next_prefix(kvs.address(), size);
     const std::string host = host_id();
     size_t buffer_size = cfg.shm_buffer_size;
@@ -79,12 +80,15 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs) : size_(size), 
 void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
     if (broken_) throw Error(broken_->code(), std::string("communicator is broken by an earlier failure: ") +
                                                   broken_->what());
-    Schedule schedule = plan(*this, sig);
-    std::string key = std::string(coll_name(sig.coll)) + ":" + schedule.algorithm();
-    if (logged_.insert(key).second)
-        log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll), schedule.algorithm());
+    // Loops of the same call (the common case) plan once.
+    if (!last_ || !(last_->sig == sig)) {
+        last_ = plan(*this, sig);
+        std::string key = std::string(coll_name(sig.coll)) + ":" + last_->algorithm();
+        if (logged_.insert(key).second)
+            log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll), last_->algorithm());
+    }
     try {
-        execute(schedule, bufs);
+        execute(*last_, bufs);
     } catch (const Error& e) {
         if (arena_->failed()) broken_ = e;
         throw;

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/schedule.h"
 #include "shm/arena.h"
@@ -28,6 +29,7 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
     shm::Arena& arena() { return *arena_; }
+    const Config& config() const { return config_; }  // as it was when the communicator was made
 
     // Runs one collective. After a failure that leaves the ranks out of step (timeout, dead peer,
     // mismatch) the communicator is broken and every later call fails with that error.
@@ -36,7 +38,9 @@ public:
 private:
     int size_;
     int rank_;
+    Config config_;
     std::optional<shm::Arena> arena_;
+    std::optional<Schedule> last_;  // the last call's plan
     std::optional<Error> broken_;
     std::set<std::string> logged_;  // algorithm choices already reported at info
 };

@@ -19,6 +19,9 @@ private:
     ccl_result_t code_;
 };
 
+// A short name of a result code (what ccl_strerror() returns).
+const char* result_name(ccl_result_t result);
+
 // Throws CCL_ERROR_SYSTEM (or CCL_ERROR_OUT_OF_MEMORY for ENOMEM/ENOSPC) with "what: strerror".
 [[noreturn]] void throw_errno(const std::string& what, int err);
 [[noreturn]] void throw_errno(const std::string& what);  // uses errno

@@ -17,11 +17,11 @@ Step local_copy(size_t bytes) {
             }};
 }
 
-Step plan_allreduce(shm::Arena& arena, const CollSignature& sig) {
+Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig) {
     const uint32_t digest = sig.digest();
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    const std::string& choice = config().allreduce_algo;
-    bool direct = choice == "direct" || (choice == "auto" && bytes <= config().allreduce_direct_max);
+    const std::string& choice = cfg.allreduce_algo;
+    bool direct = choice == "direct" || (choice == "auto" && bytes <= cfg.allreduce_direct_max);
     if (direct)
         return {"shm/allreduce_direct", [&arena, sig, digest](const Buffers& b) {
                     shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
@@ -43,7 +43,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (sig.count == 0) break;
             // One rank: the reduction of one input is that input (AVG divides by 1).
             if (comm.size() == 1) s.steps.push_back(local_copy(bytes));
-            else s.steps.push_back(plan_allreduce(arena, sig));
+            else s.steps.push_back(plan_allreduce(comm.config(), arena, sig));
             break;
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;

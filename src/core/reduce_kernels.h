@@ -47,8 +47,13 @@ namespace ccl::CCL_KERNELS_NS {
 namespace {
 
 constexpr size_t kVecBytes = CCL_VEC_BYTES;
-// Accumulator bytes per block when nsrc > 4: small enough to stay in L1 next to the sources.
-constexpr size_t kBlockVecs = 4096 / kVecBytes;
+// Sources per sweep: up to kMaxFused in one sweep without an accumulator; beyond, blocks.
+constexpr int kMaxFused = 8;
+// Accumulator bytes per block (nsrc > kMaxFused): stays in L1 next to the source lines.
+#ifndef CCL_REDUCE_ACC_BYTES
+#define CCL_REDUCE_ACC_BYTES 4096
+#endif
+constexpr size_t kAccBytes = CCL_REDUCE_ACC_BYTES;
 
 template <class T, size_t Bytes>
 struct VecOf {
@@ -56,9 +61,6 @@ struct VecOf {
 };
 template <class T, size_t Bytes = kVecBytes>
 using Vec = typename VecOf<T, Bytes>::type;
-
-struct Fp16 {};  // IEEE binary16, stored as 16 bits
-struct Bf16 {};  // bfloat16, stored as 16 bits
 
 template <ccl_reduction_t Op, class V>
 inline V apply(V a, V b) {
@@ -130,39 +132,11 @@ using VU32 = Vec<uint32_t>;
 constexpr size_t kHalfLanes = kVecBytes / 4;
 using VH = Vec<uint16_t, kHalfLanes * 2>;  // kHalfLanes 16-bit values
 
-// Widening and narrowing by intrinsics where there are some: GCC 12 lowers
-// __builtin_convertvector between 16- and 32-bit lanes into shuffles (vpermt2w, vinserti64x4).
-inline VU32 widen_u16(VH h) {
-#if CCL_VEC_BYTES == 64
-    return (VU32)_mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), (__m256i)h);
-#elif CCL_VEC_BYTES == 32
-    return (VU32)_mm256_cvtepu16_epi32((__m128i)h);
-#else
-    return __builtin_convertvector(h, VU32);
-#endif
-}
-
-// Every lane of x must be <= 0xffff.
-inline VH narrow_u32(VU32 x) {
-#if CCL_VEC_BYTES == 64
-    return (VH)_mm512_maskz_cvtepi32_epi16(__mmask16(0xffff), (__m512i)x);
-#elif CCL_VEC_BYTES == 32
-    const __m256i v = (__m256i)x;
-    return (VH)_mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-#else
-    return __builtin_convertvector(x, VH);
-#endif
-}
-
-inline VF bf16_to_float(VH h) { return (VF)(widen_u16(h) << 16); }
-
-// Round to nearest even on the upper half; NaNs stay NaN (quiet bit set so that a NaN whose
-// payload lives only in the low half does not become infinity).
-inline VH float_to_bf16(VF f) {
+// Round to nearest even, into the upper 16 bits; NaNs stay NaN (quiet bit set, so that a NaN
+// whose payload is all in the lower half does not become infinity).
+inline VU32 bf16_round(VF f) {
     VU32 u = (VU32)f;
-    VU32 r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u)
-                                              : u + 0x7fffu + ((u >> 16) & 1u);
-    return narrow_u32(r >> 16);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
 }
 
 inline VF fp16_to_float(VH h) {
@@ -203,8 +177,8 @@ inline VH float_to_fp16(VF f) {
 
 // float16 / bfloat16: every input widened to float, the op (and AVG's divide) in float, one
 // rounding on store.
-template <class S, ccl_reduction_t Op>
-struct HalfKernel {
+template <ccl_reduction_t Op>
+struct Fp16Kernel {
     using V = VF;
     static constexpr size_t kLanes = kHalfLanes;
     static constexpr size_t kInBytes = kLanes * 2;
@@ -212,22 +186,41 @@ struct HalfKernel {
     static V load(const unsigned char* p) {
         VH h;
         __builtin_memcpy(&h, p, sizeof h);
-        if constexpr (std::is_same_v<S, Bf16>) {
-            return bf16_to_float(h);
-        } else {
-            return fp16_to_float(h);
-        }
+        return fp16_to_float(h);
     }
     static V op(V a, V b) { return apply<Op>(a, b); }
     static void store(unsigned char* p, V v, int div) {
         if constexpr (Op == CCL_AVG) v = v / float(div);
-        VH h;
-        if constexpr (std::is_same_v<S, Bf16>) {
-            h = float_to_bf16(v);
-        } else {
-            h = float_to_fp16(v);
-        }
+        VH h = float_to_fp16(v);
         __builtin_memcpy(p, &h, sizeof h);
+    }
+};
+
+// bfloat16 is the upper half of a float, so a full vector of bf16 is two float vectors without
+// any shuffle: the odd elements masked in place, the even ones shifted up. Lanes stay independent.
+struct Bf16Pair {
+    VF even, odd;
+};
+
+template <ccl_reduction_t Op>
+struct Bf16Kernel {
+    using V = Bf16Pair;
+    static constexpr size_t kLanes = kVecBytes / 2;
+    static constexpr size_t kInBytes = kVecBytes;
+
+    static V load(const unsigned char* p) {
+        VU32 x;
+        __builtin_memcpy(&x, p, sizeof x);
+        return {(VF)(x << 16), (VF)(x & 0xffff0000u)};
+    }
+    static V op(V a, V b) { return {apply<Op>(a.even, b.even), apply<Op>(a.odd, b.odd)}; }
+    static void store(unsigned char* p, V v, int div) {
+        if constexpr (Op == CCL_AVG) {
+            v.even = v.even / float(div);
+            v.odd = v.odd / float(div);
+        }
+        VU32 x = (bf16_round(v.even) >> 16) | (bf16_round(v.odd) & 0xffff0000u);
+        __builtin_memcpy(p, &x, sizeof x);
     }
 };
 
@@ -236,14 +229,12 @@ struct HalfKernel {
 template <class K, int N, bool kFromAcc, bool kToOut>
 inline void pass(typename K::V* acc, const unsigned char* const* src, size_t off,
                  unsigned char* out, size_t nvec, int div) {
-    static_assert(N >= 1 && N <= 4);
+    static_assert(N >= 1 && N <= kMaxFused);
     constexpr size_t step = K::kInBytes;
     constexpr int k0 = kFromAcc ? 0 : 1;
-    const unsigned char* p0 = src[0] + off;
-    const unsigned char* p1 = N > 1 ? src[N > 1 ? 1 : 0] + off : nullptr;
-    const unsigned char* p2 = N > 2 ? src[N > 2 ? 2 : 0] + off : nullptr;
-    const unsigned char* p3 = N > 3 ? src[N > 3 ? 3 : 0] + off : nullptr;
-    const unsigned char* const p[4] = {p0, p1, p2, p3};
+    auto at = [&](int k) { return k < N ? src[k] + off : nullptr; };
+    const unsigned char* const p[kMaxFused] = {at(0), at(1), at(2), at(3),
+                                               at(4), at(5), at(6), at(7)};
     for (size_t j = 0; j < nvec; ++j) {
         const size_t o = j * step;
         typename K::V v;
@@ -252,11 +243,15 @@ inline void pass(typename K::V* acc, const unsigned char* const* src, size_t off
         } else {
             v = K::load(p[0] + o);
         }
-        // Unrolled by hand: GCC -O2 does not always peel a constant 4-trip loop.
+        // Unrolled by hand: GCC -O2 does not always peel a constant-trip loop.
         if constexpr (k0 + 0 < N) v = K::op(v, K::load(p[k0 + 0] + o));
         if constexpr (k0 + 1 < N) v = K::op(v, K::load(p[k0 + 1] + o));
         if constexpr (k0 + 2 < N) v = K::op(v, K::load(p[k0 + 2] + o));
         if constexpr (k0 + 3 < N) v = K::op(v, K::load(p[k0 + 3] + o));
+        if constexpr (k0 + 4 < N) v = K::op(v, K::load(p[k0 + 4] + o));
+        if constexpr (k0 + 5 < N) v = K::op(v, K::load(p[k0 + 5] + o));
+        if constexpr (k0 + 6 < N) v = K::op(v, K::load(p[k0 + 6] + o));
+        if constexpr (k0 + 7 < N) v = K::op(v, K::load(p[k0 + 7] + o));
         if constexpr (kToOut) {
             K::store(out + o, v, div);
         } else {
@@ -272,7 +267,11 @@ inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* s
     case 1: pass<K, 1, kFromAcc, true>(acc, src, off, out, nvec, div); break;
     case 2: pass<K, 2, kFromAcc, true>(acc, src, off, out, nvec, div); break;
     case 3: pass<K, 3, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    default: pass<K, 4, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    case 4: pass<K, 4, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    case 5: pass<K, 5, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    case 6: pass<K, 6, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    case 7: pass<K, 7, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+    default: pass<K, 8, kFromAcc, true>(acc, src, off, out, nvec, div); break;
     }
 }
 
@@ -282,19 +281,20 @@ void run(unsigned char* out, const unsigned char* const* src, int nsrc, size_t c
     constexpr size_t step = K::kInBytes;
     const size_t nvec = count / K::kLanes;
     if (nvec > 0) {
-        if (nsrc <= 4) {
-            // One fused sweep, no accumulator: near copy speed for the common nsrc = 2.
+        if (nsrc <= kMaxFused) {
+            // One fused sweep, no accumulator: every source streams once, in parallel.
             pass_to_out<K, false>(nsrc, nullptr, src, 0, out, nvec, div);
         } else {
             // Block by block: the accumulator stays in L1 while every source streams once.
+            constexpr size_t kBlockVecs = kAccBytes / sizeof(V);
             V acc[kBlockVecs];
             for (size_t b = 0; b < nvec; b += kBlockVecs) {
                 const size_t n = nvec - b < kBlockVecs ? nvec - b : kBlockVecs;
                 const size_t off = b * step;
-                pass<K, 4, false, false>(acc, src, off, nullptr, n, div);
-                int s = 4;
-                for (; nsrc - s > 4; s += 4)
-                    pass<K, 4, true, false>(acc, src + s, off, nullptr, n, div);
+                pass<K, kMaxFused, false, false>(acc, src, off, nullptr, n, div);
+                int s = kMaxFused;
+                for (; nsrc - s > kMaxFused; s += kMaxFused)
+                    pass<K, kMaxFused, true, false>(acc, src + s, off, nullptr, n, div);
                 pass_to_out<K, true>(nsrc - s, acc, src + s, off, out + off, n, div);
             }
         }
@@ -329,8 +329,8 @@ void run_op(unsigned char* out, const unsigned char* const* src, int nsrc, size_
     case CCL_UINT32: run<IntKernel<uint32_t, Op>>(out, src, nsrc, count, div); break;
     case CCL_INT64: run<IntKernel<int64_t, Op>>(out, src, nsrc, count, div); break;
     case CCL_UINT64: run<IntKernel<uint64_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_FLOAT16: run<HalfKernel<Fp16, Op>>(out, src, nsrc, count, div); break;
-    case CCL_BFLOAT16: run<HalfKernel<Bf16, Op>>(out, src, nsrc, count, div); break;
+    case CCL_FLOAT16: run<Fp16Kernel<Op>>(out, src, nsrc, count, div); break;
+    case CCL_BFLOAT16: run<Bf16Kernel<Op>>(out, src, nsrc, count, div); break;
     case CCL_FLOAT32: run<FloatKernel<float, Op>>(out, src, nsrc, count, div); break;
     case CCL_FLOAT64: run<FloatKernel<double, Op>>(out, src, nsrc, count, div); break;
     }

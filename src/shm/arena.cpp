@@ -89,6 +89,7 @@ Arena::Flag& Arena::flag(int r) const {
 
 void Arena::begin_round(uint32_t signature) {
     if (failed_) throw Error(CCL_ERROR_INTERNAL, "arena used after a failure");
+    check_peers_failed();
     ++round_;
     signature_ = signature;
     flag(rank_).sig[round_ % 4].store(signature, std::memory_order_release);
@@ -162,12 +163,8 @@ void Arena::wait_flag(int r, uint32_t target) {
         auto deadline = start + std::chrono::duration_cast<clock::duration>(
                                     std::chrono::duration<double>(timeout_s_));
         auto next_liveness = start + kLivenessPeriod;
-        Header* h = header();
         while (!reached(v, target)) {
-            if (uint32_t who = h->failed.load(std::memory_order_acquire); who != 0)
-                fail(ccl_result_t(h->failed_code.load()),
-                     "rank " + std::to_string(who - 1) + " of this communicator failed first (" +
-                         ccl_strerror(ccl_result_t(h->failed_code.load())) + ")");
+            check_peers_failed();
             auto now = clock::now();
             if (now >= deadline)
                 fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
@@ -188,6 +185,15 @@ void Arena::wait_flag(int r, uint32_t target) {
         }
     }
     check_signature(r, v);
+}
+
+void Arena::check_peers_failed() {
+    Header* h = header();
+    if (uint32_t who = h->failed.load(std::memory_order_acquire); who != 0) {
+        auto code = ccl_result_t(h->failed_code.load());
+        fail(code, "rank " + std::to_string(who - 1) + " of this communicator failed first (" +
+                       result_name(code) + ")");
+    }
 }
 
 void Arena::fail(ccl_result_t code, const std::string& message) {

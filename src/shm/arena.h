@@ -65,6 +65,7 @@ private:
     void publish(uint32_t value);
     // Waits until rank r's flag reaches `target` (modulo 2^32); throws ccl::Error on failure.
     void wait_flag(int r, uint32_t target);
+    void check_peers_failed();  // throws if another rank marked the arena failed
     [[noreturn]] void fail(ccl_result_t code, const std::string& message);
     void check_signature(int r, uint32_t seen);
 

@@ -1,0 +1,140 @@
+// The shared-memory arena and algorithms with ranks as threads, each with its own mapping of the
+// segment (as separate processes would have), plus a forked peer that dies.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "shm/collectives.h"
+
+namespace {
+
+using ccl::shm::Arena;
+using ccl::shm::Segment;
+
+std::string unique_name() {
+    static std::atomic<int> n{0};
+    return "/ccl-" + std::to_string(getpid()) + "-unittest-" + std::to_string(n++);
+}
+
+// n arenas over one segment (rank 0 created it), already unlinked.
+std::vector<std::unique_ptr<Arena>> make_arenas(int n, size_t buffer, double timeout_s) {
+    std::string name = unique_name();
+    size_t bytes = Arena::bytes_needed(n, buffer);
+    std::vector<std::unique_ptr<Arena>> arenas;
+    arenas.push_back(std::make_unique<Arena>(Segment::create(name, bytes), n, 0, buffer, timeout_s, true));
+    for (int r = 1; r < n; ++r)
+        arenas.push_back(std::make_unique<Arena>(Segment::open(name, bytes), n, r, buffer, timeout_s, false));
+    arenas[0]->segment().unlink();
+    return arenas;
+}
+
+template <class F>
+void on_every_rank(int n, F f) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) threads.emplace_back(f, r);
+    for (auto& t : threads) t.join();
+}
+
+TEST(Arena, AllreduceAndBroadcastLoops) {
+    for (int n : {2, 3, 4}) {
+        auto arenas = make_arenas(n, 4096, 30);
+        std::atomic<int> wrong{0};
+        on_every_rank(n, [&](int r) {
+            Arena& a = *arenas[size_t(r)];
+            for (int it = 0; it < 200; ++it) {
+                size_t count = size_t(1 + (it * 37) % 3000);  // up to 3 chunks of 4 KiB
+                std::vector<int32_t> in(count), out(count);
+                for (size_t i = 0; i < count; ++i) in[i] = int32_t(r * 1000 + it + int(i));
+                if (it % 2) ccl::shm::allreduce_direct(a, 1, in.data(), out.data(), count, CCL_INT32, CCL_SUM);
+                else ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32, CCL_SUM);
+                for (size_t i = 0; i < count; ++i)
+                    if (out[i] != n * (it + int(i)) + 1000 * n * (n - 1) / 2) ++wrong;
+                int root = it % n;
+                std::vector<int32_t> buf(count, r == root ? it : -1);
+                ccl::shm::broadcast(a, 3, buf.data(), count * 4, root);
+                for (int32_t v : buf) if (v != it) ++wrong;
+                if (it % 10 == 0) ccl::shm::barrier(a, 4);
+            }
+        });
+        EXPECT_EQ(wrong.load(), 0) << n << " ranks";
+    }
+}
+
+TEST(Arena, TimeoutWhenAPeerNeverComes) {
+    auto arenas = make_arenas(2, 4096, 0.2);
+    try {
+        ccl::shm::barrier(*arenas[0], 4);
+        FAIL() << "barrier returned without its peer";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT);
+        EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(arenas[0]->failed());
+    // The peer that comes late learns that rank 0 failed instead of waiting out its own timeout.
+    try {
+        ccl::shm::barrier(*arenas[1], 4);
+        FAIL() << "barrier returned although rank 0 failed";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT);
+        EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Arena, MismatchedCollectivesAreRefused) {
+    auto arenas = make_arenas(2, 4096, 10);
+    std::atomic<int> usage_errors{0};
+    on_every_rank(2, [&](int r) {
+        try {
+            int32_t x = 1;
+            if (r == 0) ccl::shm::barrier(*arenas[0], 4);
+            else ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM);
+        } catch (const ccl::Error& e) {
+            if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
+        }
+    });
+    EXPECT_EQ(usage_errors.load(), 2);
+}
+
+TEST(Arena, DeadPeerIsNoticed) {
+    std::string name = unique_name();
+    size_t bytes = Arena::bytes_needed(2, 4096);
+    Arena a(Segment::create(name, bytes), 2, 0, 4096, 30, true);
+    pid_t child = fork();
+    if (child == 0) {  // maps the arena as rank 1, then dies without a word
+        Arena peer(Segment::open(name, bytes), 2, 1, 4096, 30, false);
+        _exit(0);
+    }
+    ASSERT_GT(child, 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: its pid is gone
+    a.segment().unlink();
+    auto start = std::chrono::steady_clock::now();
+    try {
+        ccl::shm::barrier(a, 4);
+        FAIL() << "barrier returned without its peer";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_PEER_FAILURE) << e.what();
+        EXPECT_NE(std::string(e.what()).find("died"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(Segment, CreateRefusesAnExistingNameAndCleansUp) {
+    std::string name = unique_name();
+    {
+        Segment s = Segment::create(name, 8192);
+        EXPECT_THROW(Segment::create(name, 8192), ccl::Error);
+        EXPECT_THROW(Segment::open(name, 4096), ccl::Error);  // wrong size
+    }
+    // The creator's destructor unlinked it.
+    EXPECT_THROW(Segment::open(name, 8192), ccl::Error);
+}
+
+}  // namespace

@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace {
+
+std::map<std::string, std::string> g_env;
+const char* fake_getenv(const char* name) {
+    auto it = g_env.find(name);
+    return it == g_env.end() ? nullptr : it->second.c_str();
+}
+
+ccl::Config parse(std::map<std::string, std::string> env) {
+    g_env = std::move(env);
+    return ccl::parse_config(fake_getenv);
+}
+
+void expect_rejected(const std::string& name, const std::string& value) {
+    try {
+        parse({{name, value}});
+        ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+}
+
+TEST(Config, Defaults) {
+    ccl::Config c = parse({});
+    EXPECT_EQ(c.timeout_s, 300);
+    EXPECT_EQ(c.kvs_timeout_s, 60);
+    EXPECT_EQ(c.shm_buffer_size, 1u << 20);
+    EXPECT_EQ(c.allreduce_algo, "auto");
+    EXPECT_EQ(c.log_level, spdlog::level::warn);
+}
+
+TEST(Config, ParsesValues) {
+    ccl::Config c = parse({{"CCL_TIMEOUT", "2.5"}, {"CCL_SHM_BUFFER_SIZE", "64K"}, {"CCL_LOG_LEVEL", "debug"},
+                           {"CCL_ALLREDUCE", "rsag"}, {"CCL_ALLREDUCE_DIRECT_MAX", "0"}, {"CCL_KVS_IFACE", "lo"}});
+    EXPECT_EQ(c.timeout_s, 2.5);
+    EXPECT_EQ(c.shm_buffer_size, 64u << 10);
+    EXPECT_EQ(c.log_level, spdlog::level::debug);
+    EXPECT_EQ(c.allreduce_algo, "rsag");
+    EXPECT_EQ(c.allreduce_direct_max, 0u);
+    EXPECT_EQ(c.kvs_iface, "lo");
+    EXPECT_EQ(parse({{"CCL_SHM_BUFFER_SIZE", "2M"}}).shm_buffer_size, 2u << 20);
+}
+
+TEST(Config, RejectsMalformed) {
+    expect_rejected("CCL_TIMEOUT", "");
+    expect_rejected("CCL_TIMEOUT", "abc");
+    expect_rejected("CCL_TIMEOUT", "-1");
+    expect_rejected("CCL_TIMEOUT", "0");
+    expect_rejected("CCL_TIMEOUT", "10s");
+    expect_rejected("CCL_TIMEOUT", "nan");
+    expect_rejected("CCL_KVS_TIMEOUT", "inf");
+    expect_rejected("CCL_LOG_LEVEL", "verbose");
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "100");      // below 4K
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "64X");
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "-64K");
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "99999999999G");
+    expect_rejected("CCL_ALLREDUCE", "ring");
+}
+
+}  // namespace

@@ -153,7 +153,8 @@ protocol::Reply Client::Impl::call(const protocol::Request& req, double timeout_
         throw lost(std::string("malformed reply: ") + e.what());
     }
     if (reply.status != CCL_SUCCESS) {
-        throw Error(reply.status, "the KVS at " + address + " refused " + what + ": " + reply.payload);
+        throw Error(reply.status,
+                    "the KVS at " + address + " refused " + what + ": " + reply.payload);
     }
     return reply;
 }
@@ -177,16 +178,15 @@ void Client::put(const std::string& key, const std::string& value) {
 }
 
 std::string Client::get(const std::string& key, double timeout_s) {
-    return impl_->call({protocol::Op::get, key, {}, 0}, timeout_s,
-                       "waiting for key " + quoted(key))
+    return impl_->call({protocol::Op::get, key, {}, 0}, timeout_s, "waiting for key " + quoted(key))
         .payload;
 }
 
 void Client::barrier(const std::string& name, int nranks, double timeout_s) {
     if (nranks < 1) {
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "KVS barrier " + quoted(name) + ": nranks must be at least 1, not " +
-                        std::to_string(nranks));
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, "KVS barrier " + quoted(name) +
+                                                    ": nranks must be at least 1, not " +
+                                                    std::to_string(nranks));
     }
     impl_->call({protocol::Op::barrier, name, {}, static_cast<uint32_t>(nranks)}, timeout_s,
                 "in barrier " + quoted(name) + " of " + std::to_string(nranks) + " ranks");

@@ -28,8 +28,8 @@ void Fd::reset() {
 
 sockaddr_in parse_address(const std::string& address) {
     auto bad = [&](const char* why) {
-        return Error(CCL_ERROR_INVALID_ARGUMENT,
-                     "malformed KVS address '" + address + "' (" + why + "; expected a.b.c.d:port)");
+        return Error(CCL_ERROR_INVALID_ARGUMENT, "malformed KVS address '" + address + "' (" + why +
+                                                     "; expected a.b.c.d:port)");
     };
     size_t colon = address.rfind(':');
     if (colon == std::string::npos) throw bad("no port");
@@ -75,8 +75,10 @@ Endpoint choose_endpoint(const std::string& iface) {
         std::string known;
         for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
         throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "KVS interface '" + iface + "' (CCL_KVS_IFACE) has no IPv4 address or does not "
-                    "exist; interfaces with one: " + (known.empty() ? "none" : known));
+                    "KVS interface '" + iface +
+                        "' (CCL_KVS_IFACE) has no IPv4 address or does not "
+                        "exist; interfaces with one: " +
+                        (known.empty() ? "none" : known));
     }
     ep.bind.s_addr = htonl(INADDR_ANY);
     ep.advertise.s_addr = htonl(INADDR_LOOPBACK);
@@ -104,8 +106,8 @@ Deadline::Deadline(double seconds) {
     // Clamp nonsense (negative, NaN, centuries) to something a steady_clock can add.
     if (!(seconds > 0)) seconds = 0;
     seconds = std::min(seconds, 1e9);
-    at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(seconds));
+    at_ = Clock::now() +
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 int Deadline::remaining_ms() const {

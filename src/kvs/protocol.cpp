@@ -127,8 +127,7 @@ Request decode_request(std::string_view body) {
             req.nranks = r.u32();
             if (req.nranks == 0) throw ProtocolError("barrier with nranks 0");
             break;
-        default:
-            throw ProtocolError("unknown opcode " + std::to_string(op));
+        default: throw ProtocolError("unknown opcode " + std::to_string(op));
     }
     r.end();
     return req;

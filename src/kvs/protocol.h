@@ -23,8 +23,8 @@ enum class Op : uint8_t { put = 1, get = 2, barrier = 3 };
 
 struct Request {
     Op op = Op::get;
-    std::string key;    // the key, or the barrier's name
-    std::string value;  // put only
+    std::string key;      // the key, or the barrier's name
+    std::string value;    // put only
     uint32_t nranks = 0;  // barrier only
 };
 

@@ -165,8 +165,9 @@ void Server::Impl::run() {
                 if (!conns.count(ids[i])) continue;
             }
             if (c.partial && now - c.partial_since >= kStallTimeout) {
-                close(ids[i], "a frame has been incomplete for " +
-                                  std::to_string(kStallTimeout.count()) + " s",
+                close(ids[i],
+                      "a frame has been incomplete for " + std::to_string(kStallTimeout.count()) +
+                          " s",
                       true);
             }
         }
@@ -290,8 +291,8 @@ void Server::Impl::close(Store::ConnId id, const std::string& why, bool hostile)
     auto it = conns.find(id);
     if (it == conns.end()) return;
     if (hostile) {
-        log().warn("KVS server at {}: closing the connection from {}: {}", address,
-                   it->second.peer, why);
+        log().warn("KVS server at {}: closing the connection from {}: {}", address, it->second.peer,
+                   why);
     } else {
         log().debug("KVS server at {}: dropping the connection from {}: {}", address,
                     it->second.peer, why);

@@ -52,7 +52,8 @@ start=$(now)
 "$CCLRUN" -n 4 -- sh -c 'if [ $CCL_RANK = 1 ]; then exit 3; fi; exec sleep 60' 2>"$TMP/err"
 rc=$?
 t=$(elapsed "$start")
-if [[ $rc == 3 ]] && faster_than 3 "$t" && grep -q "rank 1 (pid [0-9]*) exited with status 3" "$TMP/err"; then
+if [[ $rc == 3 ]] && faster_than 3 "$t" &&
+       grep -q "rank 1 (pid [0-9]*) exited with status 3" "$TMP/err"; then
     ok "failing rank: exit 3 after ${t}s"
 else
     fail "failing rank" "rc=$rc after ${t}s" "stderr: $(cat "$TMP/err")"
@@ -69,7 +70,8 @@ fi
 
 # A rank that ignores SIGTERM is killed after the grace period.
 start=$(now)
-"$CCLRUN" -n 2 -- sh -c 'if [ $CCL_RANK = 0 ]; then sleep 0.3; exit 5; fi; trap "" TERM; exec sleep 60' \
+"$CCLRUN" -n 2 -- sh -c \
+    'if [ $CCL_RANK = 0 ]; then sleep 0.3; exit 5; fi; trap "" TERM; exec sleep 60' \
     2>"$TMP/err"
 rc=$?
 t=$(elapsed "$start")

@@ -40,9 +40,9 @@ using Clock = std::chrono::steady_clock;
 using ccl::kvs::net::Fd;
 
 constexpr int kMaxRanks = 4096;
-constexpr auto kGrace = std::chrono::seconds(2);  // SIGTERM -> SIGKILL
+constexpr auto kGrace = std::chrono::seconds(2);           // SIGTERM -> SIGKILL
 constexpr auto kDrainAfterExit = std::chrono::seconds(1);  // output held open by grandchildren
-constexpr size_t kMaxLine = 64 << 10;  // a longer line is printed in pieces
+constexpr size_t kMaxLine = 64 << 10;                      // a longer line is printed in pieces
 constexpr int kUsageError = 2;
 constexpr int kExecFailed = 127;
 constexpr int kTimedOut = 124;
@@ -55,7 +55,8 @@ const char* const kUsage =
     "  -h, --help        show this help\n"
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
     "LOCAL_WORLD_SIZE. CCL_KVS_IFACE picks the interface of the KVS server. When a rank fails,\n"
-    "the others get SIGTERM, then SIGKILL after 2 s; cclrun exits with the first failure's status.\n";
+    "the others get SIGTERM, then SIGKILL after 2 s; cclrun exits with the first failure's "
+    "status.\n";
 
 struct Options {
     int nranks = 0;
@@ -165,8 +166,8 @@ std::string seconds_text(double s) {
 
 class LabelledStream {
 public:
-    LabelledStream(int rank, Fd fd, int out) : prefix_("[" + std::to_string(rank) + "] "),
-                                               fd_(std::move(fd)), out_(out) {}
+    LabelledStream(int rank, Fd fd, int out)
+        : prefix_("[" + std::to_string(rank) + "] "), fd_(std::move(fd)), out_(out) {}
     bool open() const { return fd_.valid(); }
     int fd() const { return fd_.get(); }
 
@@ -222,9 +223,9 @@ struct Rank {
 // The environment of one rank: ours, with the job's variables replaced.
 std::vector<std::string> rank_environment(int rank, int size, const std::string& kvs_address) {
     std::vector<std::pair<std::string, std::string>> ours = {
-        {"CCL_RANK", std::to_string(rank)},   {"CCL_SIZE", std::to_string(size)},
-        {"CCL_KVS_ADDRESS", kvs_address},     {"RANK", std::to_string(rank)},
-        {"WORLD_SIZE", std::to_string(size)}, {"LOCAL_RANK", std::to_string(rank)},
+        {"CCL_RANK", std::to_string(rank)},         {"CCL_SIZE", std::to_string(size)},
+        {"CCL_KVS_ADDRESS", kvs_address},           {"RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(size)},       {"LOCAL_RANK", std::to_string(rank)},
         {"LOCAL_WORLD_SIZE", std::to_string(size)},
     };
     std::vector<std::string> env;
@@ -322,7 +323,8 @@ public:
     // Runs until every rank is reaped and its output drained; returns cclrun's exit status.
     int run() {
         for (;;) {
-            bool running = std::any_of(ranks_.begin(), ranks_.end(), [](auto& r) { return r.running; });
+            bool running =
+                std::any_of(ranks_.begin(), ranks_.end(), [](auto& r) { return r.running; });
             if (!running) {
                 if (!drain_deadline_) drain_deadline_ = Clock::now() + kDrainAfterExit;
                 if (!any_stream_open()) break;
@@ -407,7 +409,8 @@ private:
             int status = 0;
             pid_t pid = waitpid(-1, &status, WNOHANG);
             if (pid <= 0) return;  // 0: none left exited; -1 ECHILD: none left at all
-            auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return r.pid == pid; });
+            auto it =
+                std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return r.pid == pid; });
             if (it == ranks_.end()) continue;
             it->running = false;
             int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -422,7 +425,8 @@ private:
     }
 
     std::string stopping_note() const {
-        size_t others = std::count_if(ranks_.begin(), ranks_.end(), [](auto& r) { return r.running; });
+        size_t others =
+            std::count_if(ranks_.begin(), ranks_.end(), [](auto& r) { return r.running; });
         return others ? "; stopping the other " + std::to_string(others) + " rank(s)" : "";
     }
 
@@ -541,8 +545,9 @@ int main(int argc, char** argv) {
     try {
         opts = parse_args(argc, argv);
     } catch (const UsageError& e) {
-        say(e.message + "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--] prog [args...]"
-                        " (cclrun --help says more)");
+        say(e.message +
+            "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--] prog [args...]"
+            " (cclrun --help says more)");
         return kUsageError;
     }
     if (!opts) {

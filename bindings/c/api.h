@@ -64,9 +64,10 @@ public:
 
 private:
     static Error invalid(const void* handle, const char* what) {
-        return Error(CCL_ERROR_INVALID_ARGUMENT,
-                     handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
-                            : std::string(what) + " handle is NULL");
+        return Error(
+            CCL_ERROR_INVALID_ARGUMENT,
+            handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
+                   : std::string(what) + " handle is NULL");
     }
     std::mutex mu_;
     std::unordered_map<uintptr_t, std::shared_ptr<T>> live_;

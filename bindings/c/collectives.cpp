@@ -11,50 +11,58 @@ namespace {
 
 void check_dtype(ccl_datatype_t dtype) {
     if (!dtype_valid(dtype))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "datatype " + std::to_string(int(dtype)) + " is not a ccl_datatype_t");
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "datatype " + std::to_string(int(dtype)) + " is not a ccl_datatype_t");
 }
 
 void check_op(ccl_reduction_t op) {
     if (!op_valid(op))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "reduction " + std::to_string(int(op)) + " is not a ccl_reduction_t");
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "reduction " + std::to_string(int(op)) + " is not a ccl_reduction_t");
 }
 
 // The byte size of `count` elements, refusing sizes no buffer can have.
 size_t byte_size(size_t count, ccl_datatype_t dtype) {
     size_t esize = dtype_size(dtype);
     if (count > size_t(PTRDIFF_MAX) / esize)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " + dtype_name(dtype) +
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
+                                                    dtype_name(dtype) +
                                                     " overflows the address space");
     return count * esize;
 }
 
 void check_buffer(const void* p, size_t bytes, const char* name) {
-    if (!p && bytes > 0) throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+    if (!p && bytes > 0)
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
 }
 
 // In place means send == recv exactly; a partial overlap would give wrong results.
 void check_overlap(const void* send, const void* recv, size_t bytes) {
     auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
     if (s != r && bytes > 0 && s < r + bytes && r < s + bytes)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "send and recv overlap without being equal (in place needs send == recv)");
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "send and recv overlap without being equal (in place needs send == recv)");
 }
 
 void check_root(int root, const Communicator& comm) {
     if (root < 0 || root >= comm.size())
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "root is " + std::to_string(root) + ", must be in [0, " + std::to_string(comm.size()) + ")");
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, "root is " + std::to_string(root) +
+                                                    ", must be in [0, " +
+                                                    std::to_string(comm.size()) + ")");
 }
 
 void check_attr(const ccl_coll_attr_t* attr) {
     // Older or newer callers pass their own struct size; it must at least hold the first fields.
     if (attr && attr->size < offsetof(ccl_coll_attr_t, priority) + sizeof(int))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "attr->size is " + std::to_string(attr->size) +
-                                                    ": initialize attributes with CCL_COLL_ATTR_INIT");
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "attr->size is " + std::to_string(attr->size) +
+                        ": initialize attributes with CCL_COLL_ATTR_INIT");
 }
 
 void check_req(ccl_request_t* req) {
     if (req)
-        throw Error(CCL_ERROR_UNSUPPORTED, "nonblocking collectives are not supported yet: pass req = NULL");
+        throw Error(CCL_ERROR_UNSUPPORTED,
+                    "nonblocking collectives are not supported yet: pass req = NULL");
 }
 
 }  // namespace

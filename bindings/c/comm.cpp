@@ -26,16 +26,20 @@ int env_int(const char* name, int lo, int hi) {
     errno = 0;
     long x = std::strtol(v, &end, 10);
     if (*end != '\0' || errno != 0 || x < lo || x > hi)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + "='" + v + "' is not an integer in [" +
-                                                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    std::string(name) + "='" + v + "' is not an integer in [" + std::to_string(lo) +
+                        ", " + std::to_string(hi) + "]");
     return int(x);
 }
 
 ccl_comm_t create(int size, int rank, kvs::Client& client) {
-    if (size < 1) throw Error(CCL_ERROR_INVALID_ARGUMENT, "size is " + std::to_string(size) + ", must be >= 1");
-    if (rank < 0 || rank >= size)
+    if (size < 1)
         throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "rank is " + std::to_string(rank) + ", must be in [0, " + std::to_string(size) + ")");
+                    "size is " + std::to_string(size) + ", must be >= 1");
+    if (rank < 0 || rank >= size)
+        throw Error(
+            CCL_ERROR_INVALID_ARGUMENT,
+            "rank is " + std::to_string(rank) + ", must be in [0, " + std::to_string(size) + ")");
     config();  // a malformed CCL_* variable is reported here, before any rank waits on another
     return comm_table().add<ccl_comm_t>(std::make_shared<Communicator>(size, rank, client));
 }
@@ -64,7 +68,8 @@ ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm) {
         int rank = env_int("CCL_RANK", 0, size - 1);
         const char* address = std::getenv("CCL_KVS_ADDRESS");
         if (!address || !*address)
-            throw Error(CCL_ERROR_INVALID_USAGE, "CCL_KVS_ADDRESS is not set: start the program with cclrun");
+            throw Error(CCL_ERROR_INVALID_USAGE,
+                        "CCL_KVS_ADDRESS is not set: start the program with cclrun");
         kvs::Client client(address, config().kvs_timeout_s);
         *comm = create(size, rank, client);
     });

@@ -34,7 +34,8 @@ ccl_result_t ccl_kvs_get_address(ccl_kvs_t kvs, char* buf, size_t len) {
         require_out(buf, "buf");
         const std::string& address = k->client->address();
         if (len < address.size() + 1)
-            throw Error(CCL_ERROR_INVALID_ARGUMENT, "buf holds " + std::to_string(len) + " bytes, the address needs " +
+            throw Error(CCL_ERROR_INVALID_ARGUMENT, "buf holds " + std::to_string(len) +
+                                                        " bytes, the address needs " +
                                                         std::to_string(address.size() + 1) +
                                                         " (CCL_KVS_ADDRESS_MAX is always enough)");
         std::memcpy(buf, address.c_str(), address.size() + 1);

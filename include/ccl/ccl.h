@@ -28,12 +28,20 @@ extern "C" {
 #define CCL_API
 #endif
 
+/* In C++ the enums are based on int, so that any int a C caller passes is a valid value to check
+ * (and refuse), not undefined behaviour. In C they are ints already. */
+#ifdef __cplusplus
+#define CCL_ENUM_BASE : int
+#else
+#define CCL_ENUM_BASE
+#endif
+
 #define CCL_VERSION_MAJOR 0
 #define CCL_VERSION_MINOR 1
 #define CCL_VERSION_PATCH 0
 
 /* Results. CCL_SUCCESS is 0; everything else is a failure except CCL_IN_PROGRESS. */
-typedef enum ccl_result_t {
+typedef enum ccl_result_t CCL_ENUM_BASE {
     CCL_SUCCESS = 0,
     CCL_ERROR_INVALID_ARGUMENT = 1, /* a bad argument: NULL buffer, bad dtype/op/root, bad handle */
     CCL_ERROR_INVALID_USAGE = 2,    /* a valid call at the wrong time or in the wrong state */
@@ -47,7 +55,7 @@ typedef enum ccl_result_t {
     CCL_ERROR_ABORTED = 10          /* the communicator was aborted */
 } ccl_result_t;
 
-typedef enum ccl_datatype_t {
+typedef enum ccl_datatype_t CCL_ENUM_BASE {
     CCL_INT8 = 0,
     CCL_UINT8 = 1,
     CCL_INT16 = 2,
@@ -67,7 +75,7 @@ typedef enum ccl_datatype_t {
  * float32 and round once to nearest even. AVG is the SUM divided by the number of ranks (integer
  * types: truncated toward zero after the wrapping sum). MIN and MAX of NaN inputs are unspecified.
  */
-typedef enum ccl_reduction_t {
+typedef enum ccl_reduction_t CCL_ENUM_BASE {
     CCL_SUM = 0,
     CCL_PROD = 1,
     CCL_MIN = 2,
@@ -95,7 +103,8 @@ typedef struct ccl_coll_attr_t {
     int priority;
 } ccl_coll_attr_t;
 
-#define CCL_COLL_ATTR_INIT {sizeof(ccl_coll_attr_t), NULL, 0, 0, 0}
+#define CCL_COLL_ATTR_INIT \
+    { sizeof(ccl_coll_attr_t), NULL, 0, 0, 0 }
 
 /* Library information and errors. */
 CCL_API ccl_result_t ccl_get_version(int* major, int* minor, int* patch);

@@ -54,8 +54,8 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
     if (rank == 0) {
         // Lay the arena out before publishing its name: a peer may map it at once.
         std::string name = segment_name();
-        arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size, buffer_size)), size, rank,
-                       buffer_size, cfg.timeout_s, true);
+        arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size, buffer_size)),
+                       size, rank, buffer_size, cfg.timeout_s, true);
         kvs.put(prefix + "shm", name + " " + std::to_string(buffer_size) + " " + host);
     } else {
         std::istringstream in(kvs.get(prefix + "shm", cfg.kvs_timeout_s));
@@ -63,11 +63,12 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
         in >> name >> buffer_size >> root_host;
         if (root_host != host)
             throw Error(CCL_ERROR_UNSUPPORTED,
-                        "rank " + std::to_string(rank) + " runs on host " + host + " but rank 0 on " +
-                            root_host + ": ranks on several nodes need the libfabric transport, "
+                        "rank " + std::to_string(rank) + " runs on host " + host +
+                            " but rank 0 on " + root_host +
+                            ": ranks on several nodes need the libfabric transport, "
                             "which this build does not have yet");
-        arena_.emplace(shm::Segment::open(name, shm::Arena::bytes_needed(size, buffer_size)), size, rank,
-                       buffer_size, cfg.timeout_s, false);
+        arena_.emplace(shm::Segment::open(name, shm::Arena::bytes_needed(size, buffer_size)), size,
+                       rank, buffer_size, cfg.timeout_s, false);
     }
     // Once every rank has mapped the arena its name can go: nothing is left in /dev/shm, whatever
     // happens to the processes later.
@@ -78,14 +79,16 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
 }
 
 void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
-    if (broken_) throw Error(broken_->code(), std::string("communicator is broken by an earlier failure: ") +
-                                                  broken_->what());
+    if (broken_)
+        throw Error(broken_->code(), std::string("communicator is broken by an earlier failure: ") +
+                                         broken_->what());
     // Loops of the same call (the common case) plan once.
     if (!last_ || !(last_->sig == sig)) {
         last_ = plan(*this, sig);
         std::string key = std::string(coll_name(sig.coll)) + ":" + last_->algorithm();
         if (logged_.insert(key).second)
-            log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll), last_->algorithm());
+            log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll),
+                       last_->algorithm());
     }
     try {
         execute(*last_, bufs);

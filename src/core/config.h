@@ -10,12 +10,13 @@ namespace ccl {
 
 struct Config {
     spdlog::level::level_enum log_level = spdlog::level::warn;  // CCL_LOG_LEVEL
-    double timeout_s = 300;                 // CCL_TIMEOUT: deadline of every collective wait
-    double kvs_timeout_s = 60;              // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
-    std::string kvs_iface;                  // CCL_KVS_IFACE: interface the KVS server binds
-    size_t shm_buffer_size = 1u << 20;      // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
-    std::string allreduce_algo = "auto";    // CCL_ALLREDUCE: auto | direct | rsag
-    size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: bytes up to which auto picks direct
+    double timeout_s = 300;               // CCL_TIMEOUT: deadline of every collective wait
+    double kvs_timeout_s = 60;            // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
+    std::string kvs_iface;                // CCL_KVS_IFACE: interface the KVS server binds
+    size_t shm_buffer_size = 1u << 20;    // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
+    std::string allreduce_algo = "auto";  // CCL_ALLREDUCE: auto | direct | rsag
+    size_t allreduce_direct_max =
+        64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: bytes up to which auto picks direct
 };
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the

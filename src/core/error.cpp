@@ -6,7 +6,8 @@
 namespace ccl {
 
 void throw_errno(const std::string& what, int err) {
-    ccl_result_t code = (err == ENOMEM || err == ENOSPC) ? CCL_ERROR_OUT_OF_MEMORY : CCL_ERROR_SYSTEM;
+    ccl_result_t code =
+        (err == ENOMEM || err == ENOSPC) ? CCL_ERROR_OUT_OF_MEMORY : CCL_ERROR_SYSTEM;
     throw Error(code, what + ": " + std::strerror(err));
 }
 

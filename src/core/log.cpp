@@ -9,7 +9,8 @@ namespace ccl {
 
 spdlog::logger& log() {
     static std::shared_ptr<spdlog::logger> logger = [] {
-        auto l = std::make_shared<spdlog::logger>("ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+        auto l = std::make_shared<spdlog::logger>(
+            "ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
         l->set_pattern("[ccl %L %P] %v");
         // A malformed CCL_LOG_LEVEL is reported by whichever call parses the config; log at warn.
         try {

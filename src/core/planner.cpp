@@ -24,7 +24,8 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     bool direct = choice == "direct" || (choice == "auto" && bytes <= cfg.allreduce_direct_max);
     if (direct)
         return {"shm/allreduce_direct", [&arena, sig, digest](const Buffers& b) {
-                    shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+                    shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                          sig.op);
                 }};
     return {"shm/allreduce_rsag", [&arena, sig, digest](const Buffers& b) {
                 shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
@@ -42,18 +43,22 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         case CollType::allreduce:
             if (sig.count == 0) break;
             // One rank: the reduction of one input is that input (AVG divides by 1).
-            if (comm.size() == 1) s.steps.push_back(local_copy(bytes));
-            else s.steps.push_back(plan_allreduce(comm.config(), arena, sig));
+            if (comm.size() == 1)
+                s.steps.push_back(local_copy(bytes));
+            else
+                s.steps.push_back(plan_allreduce(comm.config(), arena, sig));
             break;
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;
-            s.steps.push_back({"shm/broadcast", [&arena, bytes, digest, root = sig.root](const Buffers& b) {
-                                   shm::broadcast(arena, digest, b.recv, bytes, root);
-                               }});
+            s.steps.push_back(
+                {"shm/broadcast", [&arena, bytes, digest, root = sig.root](const Buffers& b) {
+                     shm::broadcast(arena, digest, b.recv, bytes, root);
+                 }});
             break;
         case CollType::barrier:
             if (comm.size() == 1) break;
-            s.steps.push_back({"shm/barrier", [&arena, digest](const Buffers&) { shm::barrier(arena, digest); }});
+            s.steps.push_back(
+                {"shm/barrier", [&arena, digest](const Buffers&) { shm::barrier(arena, digest); }});
             break;
     }
     return s;

@@ -16,8 +16,8 @@ namespace ccl {
 
 namespace {
 
-using KernelFn = void (*)(void*, const void* const*, int, size_t, ccl_datatype_t,
-                          ccl_reduction_t, int);
+using KernelFn = void (*)(void*, const void* const*, int, size_t, ccl_datatype_t, ccl_reduction_t,
+                          int);
 
 bool cpu_has(Isa isa) {
     __builtin_cpu_init();
@@ -25,12 +25,13 @@ bool cpu_has(Isa isa) {
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                       __builtin_cpu_supports("f16c");
     switch (isa) {
-    case Isa::scalar: return true;
-    case Isa::avx2: return avx2;
-    case Isa::avx512:
-        // The AVX-512 file is built with F, BW, VL and DQ (and AVX2/FMA/F16C): all are needed.
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        case Isa::scalar: return true;
+        case Isa::avx2: return avx2;
+        case Isa::avx512:
+            // The AVX-512 file is built with F, BW, VL and DQ (and AVX2/FMA/F16C): all are needed.
+            return avx2 && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq");
     }
     return false;
 }
@@ -43,9 +44,9 @@ Isa detect_isa() {
 
 KernelFn kernel_for(Isa isa) {
     switch (isa) {
-    case Isa::avx512: return kernels_avx512::reduce;
-    case Isa::avx2: return kernels_avx2::reduce;
-    case Isa::scalar: break;
+        case Isa::avx512: return kernels_avx512::reduce;
+        case Isa::avx2: return kernels_avx2::reduce;
+        case Isa::scalar: break;
     }
     return kernels_scalar::reduce;
 }
@@ -64,8 +65,8 @@ const Dispatch& dispatch() {
     return d;
 }
 
-void check_args(void* out, const void* const* srcs, int nsrc, size_t count,
-                ccl_datatype_t dtype, ccl_reduction_t op, int avg_divisor) {
+void check_args(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
+                ccl_reduction_t op, int avg_divisor) {
     if (!dtype_valid(dtype))
         throw Error(CCL_ERROR_INVALID_ARGUMENT,
                     "reduce: invalid datatype " + std::to_string(static_cast<int>(dtype)));
@@ -109,56 +110,56 @@ bool op_valid(ccl_reduction_t op) {
 
 size_t dtype_size(ccl_datatype_t dtype) {
     switch (dtype) {
-    case CCL_INT8:
-    case CCL_UINT8: return 1;
-    case CCL_INT16:
-    case CCL_UINT16:
-    case CCL_FLOAT16:
-    case CCL_BFLOAT16: return 2;
-    case CCL_INT32:
-    case CCL_UINT32:
-    case CCL_FLOAT32: return 4;
-    case CCL_INT64:
-    case CCL_UINT64:
-    case CCL_FLOAT64: return 8;
+        case CCL_INT8:
+        case CCL_UINT8: return 1;
+        case CCL_INT16:
+        case CCL_UINT16:
+        case CCL_FLOAT16:
+        case CCL_BFLOAT16: return 2;
+        case CCL_INT32:
+        case CCL_UINT32:
+        case CCL_FLOAT32: return 4;
+        case CCL_INT64:
+        case CCL_UINT64:
+        case CCL_FLOAT64: return 8;
     }
     return 0;
 }
 
 const char* dtype_name(ccl_datatype_t dtype) {
     switch (dtype) {
-    case CCL_INT8: return "int8";
-    case CCL_UINT8: return "uint8";
-    case CCL_INT16: return "int16";
-    case CCL_UINT16: return "uint16";
-    case CCL_INT32: return "int32";
-    case CCL_UINT32: return "uint32";
-    case CCL_INT64: return "int64";
-    case CCL_UINT64: return "uint64";
-    case CCL_FLOAT16: return "float16";
-    case CCL_BFLOAT16: return "bfloat16";
-    case CCL_FLOAT32: return "float32";
-    case CCL_FLOAT64: return "float64";
+        case CCL_INT8: return "int8";
+        case CCL_UINT8: return "uint8";
+        case CCL_INT16: return "int16";
+        case CCL_UINT16: return "uint16";
+        case CCL_INT32: return "int32";
+        case CCL_UINT32: return "uint32";
+        case CCL_INT64: return "int64";
+        case CCL_UINT64: return "uint64";
+        case CCL_FLOAT16: return "float16";
+        case CCL_BFLOAT16: return "bfloat16";
+        case CCL_FLOAT32: return "float32";
+        case CCL_FLOAT64: return "float64";
     }
     return "invalid";
 }
 
 const char* op_name(ccl_reduction_t op) {
     switch (op) {
-    case CCL_SUM: return "sum";
-    case CCL_PROD: return "prod";
-    case CCL_MIN: return "min";
-    case CCL_MAX: return "max";
-    case CCL_AVG: return "avg";
+        case CCL_SUM: return "sum";
+        case CCL_PROD: return "prod";
+        case CCL_MIN: return "min";
+        case CCL_MAX: return "max";
+        case CCL_AVG: return "avg";
     }
     return "invalid";
 }
 
 const char* isa_name(Isa isa) {
     switch (isa) {
-    case Isa::scalar: return "scalar";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
+        case Isa::scalar: return "scalar";
+        case Isa::avx2: return "avx2";
+        case Isa::avx512: return "avx512";
     }
     return "invalid";
 }

@@ -22,7 +22,7 @@ void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_data
             ccl_reduction_t op, int avg_divisor);
 
 enum class Isa { scalar, avx2, avx512 };
-Isa reduce_isa();                 // what reduce() uses on this CPU
+Isa reduce_isa();  // what reduce() uses on this CPU
 const char* isa_name(Isa isa);
 // The same with a given instruction set (it must be supported by this CPU): for tests.
 void reduce_with(Isa isa, void* out, const void* const* srcs, int nsrc, size_t count,

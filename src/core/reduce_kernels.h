@@ -262,14 +262,14 @@ template <class K, bool kFromAcc>
 inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* src, size_t off,
                         unsigned char* out, size_t nvec, int div) {
     switch (n) {
-    case 1: pass<K, 1, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    case 2: pass<K, 2, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    case 3: pass<K, 3, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    case 4: pass<K, 4, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    case 5: pass<K, 5, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    case 6: pass<K, 6, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    case 7: pass<K, 7, kFromAcc, true>(acc, src, off, out, nvec, div); break;
-    default: pass<K, 8, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 1: pass<K, 1, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 2: pass<K, 2, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 3: pass<K, 3, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 4: pass<K, 4, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 5: pass<K, 5, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 6: pass<K, 6, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        case 7: pass<K, 7, kFromAcc, true>(acc, src, off, out, nvec, div); break;
+        default: pass<K, 8, kFromAcc, true>(acc, src, off, out, nvec, div); break;
     }
 }
 
@@ -319,18 +319,18 @@ template <ccl_reduction_t Op>
 void run_op(unsigned char* out, const unsigned char* const* src, int nsrc, size_t count,
             ccl_datatype_t dtype, int div) {
     switch (dtype) {
-    case CCL_INT8: run<IntKernel<int8_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_UINT8: run<IntKernel<uint8_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_INT16: run<IntKernel<int16_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_UINT16: run<IntKernel<uint16_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_INT32: run<IntKernel<int32_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_UINT32: run<IntKernel<uint32_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_INT64: run<IntKernel<int64_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_UINT64: run<IntKernel<uint64_t, Op>>(out, src, nsrc, count, div); break;
-    case CCL_FLOAT16: run<Fp16Kernel<Op>>(out, src, nsrc, count, div); break;
-    case CCL_BFLOAT16: run<Bf16Kernel<Op>>(out, src, nsrc, count, div); break;
-    case CCL_FLOAT32: run<FloatKernel<float, Op>>(out, src, nsrc, count, div); break;
-    case CCL_FLOAT64: run<FloatKernel<double, Op>>(out, src, nsrc, count, div); break;
+        case CCL_INT8: run<IntKernel<int8_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_UINT8: run<IntKernel<uint8_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_INT16: run<IntKernel<int16_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_UINT16: run<IntKernel<uint16_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_INT32: run<IntKernel<int32_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_UINT32: run<IntKernel<uint32_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_INT64: run<IntKernel<int64_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_UINT64: run<IntKernel<uint64_t, Op>>(out, src, nsrc, count, div); break;
+        case CCL_FLOAT16: run<Fp16Kernel<Op>>(out, src, nsrc, count, div); break;
+        case CCL_BFLOAT16: run<Bf16Kernel<Op>>(out, src, nsrc, count, div); break;
+        case CCL_FLOAT32: run<FloatKernel<float, Op>>(out, src, nsrc, count, div); break;
+        case CCL_FLOAT64: run<FloatKernel<double, Op>>(out, src, nsrc, count, div); break;
     }
 }
 
@@ -342,11 +342,11 @@ void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_data
     auto* o = static_cast<unsigned char*>(out);
     auto* s = reinterpret_cast<const unsigned char* const*>(srcs);
     switch (op) {
-    case CCL_SUM: run_op<CCL_SUM>(o, s, nsrc, count, dtype, avg_divisor); break;
-    case CCL_PROD: run_op<CCL_PROD>(o, s, nsrc, count, dtype, avg_divisor); break;
-    case CCL_MIN: run_op<CCL_MIN>(o, s, nsrc, count, dtype, avg_divisor); break;
-    case CCL_MAX: run_op<CCL_MAX>(o, s, nsrc, count, dtype, avg_divisor); break;
-    case CCL_AVG: run_op<CCL_AVG>(o, s, nsrc, count, dtype, avg_divisor); break;
+        case CCL_SUM: run_op<CCL_SUM>(o, s, nsrc, count, dtype, avg_divisor); break;
+        case CCL_PROD: run_op<CCL_PROD>(o, s, nsrc, count, dtype, avg_divisor); break;
+        case CCL_MIN: run_op<CCL_MIN>(o, s, nsrc, count, dtype, avg_divisor); break;
+        case CCL_MAX: run_op<CCL_MAX>(o, s, nsrc, count, dtype, avg_divisor); break;
+        case CCL_AVG: run_op<CCL_AVG>(o, s, nsrc, count, dtype, avg_divisor); break;
     }
 }
 

@@ -53,8 +53,10 @@ void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         arena.ready();
         arena.wait_all_ready();
-        for (int r = 0; r < n; ++r) srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
-        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype, op, n);
+        for (int r = 0; r < n; ++r)
+            srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
+               op, n);
         arena.done();
         // Round 2: every reduced slice out.
         arena.begin_round(sig);
@@ -63,7 +65,8 @@ void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         for (int r = 0; r < n; ++r) {
             auto [b, e] = slice(c, esize, r, n);
             std::memcpy(static_cast<char*>(recv) + (off + b) * esize,
-                        static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize);
+                        static_cast<const char*>(arena.peer_buffer(r)) + b * esize,
+                        (e - b) * esize);
         }
         arena.done();
     }

@@ -17,7 +17,7 @@ namespace {
 
 constexpr uint64_t kMagic = 0x63636c2d61726e31ull;  // "ccl-arn1"
 constexpr size_t kPage = 4096;
-constexpr auto kMaxSleep = std::chrono::milliseconds(50);   // bounds every futex sleep
+constexpr auto kMaxSleep = std::chrono::milliseconds(50);  // bounds every futex sleep
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -63,16 +63,19 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       data_offset_(header_bytes(nranks) + flags_bytes(nranks)) {
     static_assert(sizeof(Flag) == 128);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
-        throw Error(CCL_ERROR_INTERNAL, "shared-memory arena " + seg_.name() + " has the wrong size");
+        throw Error(CCL_ERROR_INTERNAL,
+                    "shared-memory arena " + seg_.name() + " has the wrong size");
     Header* h = header();
     if (init) {
-        // The segment is fresh (zero-filled): flags start at 0, round 0 "done".
+        // The segment is fresh (zero-filled): flags start at 0, round 0 "done". Peers learn the
+        // segment's name through the KVS only after this, which orders these stores before theirs.
         h->buffer_size = buffer_size;
         h->nranks = uint32_t(nranks);
-        std::atomic_thread_fence(std::memory_order_release);
         h->magic = kMagic;
-    } else if (h->magic != kMagic || h->nranks != uint32_t(nranks) || h->buffer_size != buffer_size) {
-        throw Error(CCL_ERROR_INTERNAL, "shared-memory arena " + seg_.name() + " is not laid out as expected");
+    } else if (h->magic != kMagic || h->nranks != uint32_t(nranks) ||
+               h->buffer_size != buffer_size) {
+        throw Error(CCL_ERROR_INTERNAL,
+                    "shared-memory arena " + seg_.name() + " is not laid out as expected");
     }
     pid(rank).store(int32_t(::getpid()), std::memory_order_release);
 }
@@ -80,7 +83,8 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
 Arena::Header* Arena::header() const { return static_cast<Header*>(seg_.data()); }
 
 std::atomic<int32_t>& Arena::pid(int r) const {
-    return reinterpret_cast<std::atomic<int32_t>*>(static_cast<char*>(seg_.data()) + sizeof(Header))[r];
+    return reinterpret_cast<std::atomic<int32_t>*>(static_cast<char*>(seg_.data()) +
+                                                   sizeof(Header))[r];
 }
 
 Arena::Flag& Arena::flag(int r) const {
@@ -140,10 +144,12 @@ void Arena::check_signature(int r, uint32_t seen) {
     uint32_t sig = f.sig[round_ % 4].load(std::memory_order_acquire);
     if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + 3)))) return;
     if (sig != signature_)
-        fail(CCL_ERROR_INVALID_USAGE,
-             "collective mismatch: rank " + std::to_string(r) + " called a different collective (or "
-             "count, datatype, reduction or root) than rank " + std::to_string(rank_) +
-             " in the same position; every rank must call the same collectives in the same order");
+        fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(r) +
+                                          " called a different collective (or "
+                                          "count, datatype, reduction or root) than rank " +
+                                          std::to_string(rank_) +
+                                          " in the same position; every rank must call the same "
+                                          "collectives in the same order");
 }
 
 void Arena::wait_flag(int r, uint32_t target) {
@@ -168,7 +174,8 @@ void Arena::wait_flag(int r, uint32_t target) {
             auto now = clock::now();
             if (now >= deadline)
                 fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
-                                            " s (CCL_TIMEOUT) waiting for rank " + std::to_string(r));
+                                            " s (CCL_TIMEOUT) waiting for rank " +
+                                            std::to_string(r));
             if (now >= next_liveness) {
                 next_liveness = now + kLivenessPeriod;
                 int32_t p = pid(r).load(std::memory_order_acquire);

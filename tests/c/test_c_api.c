@@ -9,13 +9,13 @@
 
 static int failures = 0;
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        ccl_result_t r_ = (call);                                                       \
-        if (r_ != CCL_SUCCESS) {                                                        \
+#define CHECK(call)                                                                            \
+    do {                                                                                       \
+        ccl_result_t r_ = (call);                                                              \
+        if (r_ != CCL_SUCCESS) {                                                               \
             fprintf(stderr, "%s failed: %s: %s\n", #call, ccl_strerror(r_), ccl_last_error()); \
-            exit(1);                                                                    \
-        }                                                                               \
+            exit(1);                                                                           \
+        }                                                                                      \
     } while (0)
 
 static size_t type_size(ccl_datatype_t t) {
@@ -30,28 +30,75 @@ static int value(int r, size_t i) { return (int)((size_t)r + i) % 3 + 1; }
 static void put(void* buf, size_t i, ccl_datatype_t t, double v) {
     char* p = (char*)buf + i * type_size(t);
     switch (t) {
-    case CCL_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-    case CCL_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case CCL_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
-    case CCL_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
-    case CCL_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-    case CCL_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-    case CCL_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-    case CCL_UINT64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-    case CCL_FLOAT16: { /* v is a small integer: encode binary16 by hand */
-        uint16_t h = 0;
-        if (v != 0) {
-            int e = 0;
-            double m = v < 0 ? -v : v;
-            while (m >= 2) { m /= 2; ++e; }
-            h = (uint16_t)((v < 0 ? 0x8000 : 0) | ((e + 15) << 10) | (uint16_t)((m - 1) * 1024));
+        case CCL_INT8: {
+            int8_t x = (int8_t)v;
+            memcpy(p, &x, 1);
+            break;
         }
-        memcpy(p, &h, 2);
-        break;
-    }
-    case CCL_BFLOAT16: { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); uint16_t h = (uint16_t)(u >> 16); memcpy(p, &h, 2); break; }
-    case CCL_FLOAT32: { float f = (float)v; memcpy(p, &f, 4); break; }
-    case CCL_FLOAT64: memcpy(p, &v, 8); break;
+        case CCL_UINT8: {
+            uint8_t x = (uint8_t)v;
+            memcpy(p, &x, 1);
+            break;
+        }
+        case CCL_INT16: {
+            int16_t x = (int16_t)v;
+            memcpy(p, &x, 2);
+            break;
+        }
+        case CCL_UINT16: {
+            uint16_t x = (uint16_t)v;
+            memcpy(p, &x, 2);
+            break;
+        }
+        case CCL_INT32: {
+            int32_t x = (int32_t)v;
+            memcpy(p, &x, 4);
+            break;
+        }
+        case CCL_UINT32: {
+            uint32_t x = (uint32_t)v;
+            memcpy(p, &x, 4);
+            break;
+        }
+        case CCL_INT64: {
+            int64_t x = (int64_t)v;
+            memcpy(p, &x, 8);
+            break;
+        }
+        case CCL_UINT64: {
+            uint64_t x = (uint64_t)v;
+            memcpy(p, &x, 8);
+            break;
+        }
+        case CCL_FLOAT16: { /* v is a small integer: encode binary16 by hand */
+            uint16_t h = 0;
+            if (v != 0) {
+                int e = 0;
+                double m = v < 0 ? -v : v;
+                while (m >= 2) {
+                    m /= 2;
+                    ++e;
+                }
+                h = (uint16_t)((v < 0 ? 0x8000 : 0) | ((e + 15) << 10) |
+                               (uint16_t)((m - 1) * 1024));
+            }
+            memcpy(p, &h, 2);
+            break;
+        }
+        case CCL_BFLOAT16: {
+            float f = (float)v;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            uint16_t h = (uint16_t)(u >> 16);
+            memcpy(p, &h, 2);
+            break;
+        }
+        case CCL_FLOAT32: {
+            float f = (float)v;
+            memcpy(p, &f, 4);
+            break;
+        }
+        case CCL_FLOAT64: memcpy(p, &v, 8); break;
     }
 }
 
@@ -62,10 +109,14 @@ static double expected(ccl_reduction_t op, int size, size_t i, ccl_datatype_t t)
     int r;
     for (r = 1; r < size; ++r) {
         double v = value(r, i);
-        if (op == CCL_SUM || op == CCL_AVG) acc += v;
-        else if (op == CCL_PROD) acc *= v;
-        else if (op == CCL_MIN) acc = v < acc ? v : acc;
-        else acc = v > acc ? v : acc;
+        if (op == CCL_SUM || op == CCL_AVG)
+            acc += v;
+        else if (op == CCL_PROD)
+            acc *= v;
+        else if (op == CCL_MIN)
+            acc = v < acc ? v : acc;
+        else
+            acc = v > acc ? v : acc;
     }
     if (op == CCL_AVG) {
         if (is_float(t)) {
@@ -94,7 +145,8 @@ int main(int argc, char** argv) {
         for (it = 0; it < n; ++it) {
             ccl_result_t r = ccl_allreduce(x, x, 256, CCL_FLOAT32, CCL_SUM, comm, NULL, NULL);
             if (r != CCL_SUCCESS) {
-                fprintf(stderr, "rank %d: allreduce %ld: %s: %s\n", rank, it, ccl_strerror(r), ccl_last_error());
+                fprintf(stderr, "rank %d: allreduce %ld: %s: %s\n", rank, it, ccl_strerror(r),
+                        ccl_last_error());
                 ccl_comm_destroy(comm);
                 return 3;
             }
@@ -113,9 +165,11 @@ int main(int argc, char** argv) {
             ccl_coll_attr_t attr = CCL_COLL_ATTR_INIT;
             for (i = 0; i < count; ++i) {
                 put(send, i, (ccl_datatype_t)t, value(rank, i));
-                put(want, i, (ccl_datatype_t)t, expected((ccl_reduction_t)o, size, i, (ccl_datatype_t)t));
+                put(want, i, (ccl_datatype_t)t,
+                    expected((ccl_reduction_t)o, size, i, (ccl_datatype_t)t));
             }
-            CHECK(ccl_allreduce(send, recv, count, (ccl_datatype_t)t, (ccl_reduction_t)o, comm, &attr, NULL));
+            CHECK(ccl_allreduce(send, recv, count, (ccl_datatype_t)t, (ccl_reduction_t)o, comm,
+                                &attr, NULL));
             if (memcmp(recv, want, count * es) != 0) {
                 fprintf(stderr, "rank %d: allreduce type %d op %d: wrong result\n", rank, t, o);
                 ++failures;
@@ -125,8 +179,10 @@ int main(int argc, char** argv) {
     for (root = 0; root < size; ++root) {
         size_t i;
         for (i = 0; i < count; ++i) put(want, i, CCL_INT32, (double)(root * 1000 + (int)i));
-        if (rank == root) memcpy(recv, want, count * 4);
-        else memset(recv, 0, count * 4);
+        if (rank == root)
+            memcpy(recv, want, count * 4);
+        else
+            memset(recv, 0, count * 4);
         CHECK(ccl_broadcast(recv, count, CCL_INT32, root, comm, NULL, NULL));
         if (memcmp(recv, want, count * 4) != 0) {
             fprintf(stderr, "rank %d: broadcast from %d: wrong result\n", rank, root);
@@ -134,7 +190,8 @@ int main(int argc, char** argv) {
         }
     }
     CHECK(ccl_barrier(comm, NULL));
-    if (ccl_allreduce(NULL, recv, 1, CCL_FLOAT32, CCL_SUM, comm, NULL, NULL) != CCL_ERROR_INVALID_ARGUMENT ||
+    if (ccl_allreduce(NULL, recv, 1, CCL_FLOAT32, CCL_SUM, comm, NULL, NULL) !=
+            CCL_ERROR_INVALID_ARGUMENT ||
         strlen(ccl_last_error()) == 0) {
         fprintf(stderr, "rank %d: NULL send was not refused\n", rank);
         ++failures;
@@ -143,6 +200,7 @@ int main(int argc, char** argv) {
     free(send);
     free(recv);
     free(want);
-    printf("rank %d of %d: ccl %d.%d.%d C API %s\n", rank, size, major, minor, patch, failures ? "FAILED" : "ok");
+    printf("rank %d of %d: ccl %d.%d.%d C API %s\n", rank, size, major, minor, patch,
+           failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

@@ -20,7 +20,9 @@ public:
         ASSERT_EQ(ccl_comm_rank(g_comm, &g_rank), CCL_SUCCESS);
         ASSERT_EQ(ccl_comm_size(g_comm, &g_size), CCL_SUCCESS);
     }
-    void TearDown() override { EXPECT_EQ(ccl_comm_destroy(g_comm), CCL_SUCCESS) << ccl_last_error(); }
+    void TearDown() override {
+        EXPECT_EQ(ccl_comm_destroy(g_comm), CCL_SUCCESS) << ccl_last_error();
+    }
 };
 
 inline const ::testing::Environment* const g_env =

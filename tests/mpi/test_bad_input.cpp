@@ -11,12 +11,13 @@ using namespace test;
 namespace {
 
 // The call fails with `code` and leaves a message mentioning `word`.
-#define EXPECT_FAILS(call, code, word)                                                       \
-    do {                                                                                     \
-        ccl_result_t r_ = (call);                                                            \
-        EXPECT_EQ(r_, code) << #call << ": " << ccl_last_error();                            \
-        EXPECT_NE(std::string(ccl_last_error()).find(word), std::string::npos)               \
-            << #call << ": message '" << ccl_last_error() << "' does not mention '" << word << "'"; \
+#define EXPECT_FAILS(call, code, word)                                                      \
+    do {                                                                                    \
+        ccl_result_t r_ = (call);                                                           \
+        EXPECT_EQ(r_, code) << #call << ": " << ccl_last_error();                           \
+        EXPECT_NE(std::string(ccl_last_error()).find(word), std::string::npos)              \
+            << #call << ": message '" << ccl_last_error() << "' does not mention '" << word \
+            << "'";                                                                         \
     } while (0)
 
 void expect_comm_still_works() {
@@ -31,8 +32,8 @@ TEST(BadInput, NullBuffers) {
                  CCL_ERROR_INVALID_ARGUMENT, "send");
     EXPECT_FAILS(ccl_allreduce(&x, nullptr, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, nullptr),
                  CCL_ERROR_INVALID_ARGUMENT, "recv");
-    EXPECT_FAILS(ccl_broadcast(nullptr, 4, CCL_FLOAT32, 0, g_comm, nullptr, nullptr), CCL_ERROR_INVALID_ARGUMENT,
-                 "buf");
+    EXPECT_FAILS(ccl_broadcast(nullptr, 4, CCL_FLOAT32, 0, g_comm, nullptr, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "buf");
     // NULL with count 0 is fine (and still collective).
     CCL_OK(ccl_allreduce(nullptr, nullptr, 0, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, nullptr));
     expect_comm_still_works();
@@ -44,22 +45,25 @@ TEST(BadInput, InvalidTypeOpRoot) {
                  CCL_ERROR_INVALID_ARGUMENT, "datatype");
     EXPECT_FAILS(ccl_allreduce(&x, &x, 1, ccl_datatype_t(-1), CCL_SUM, g_comm, nullptr, nullptr),
                  CCL_ERROR_INVALID_ARGUMENT, "datatype");
-    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, ccl_reduction_t(42), g_comm, nullptr, nullptr),
-                 CCL_ERROR_INVALID_ARGUMENT, "reduction");
-    EXPECT_FAILS(ccl_broadcast(&x, 1, CCL_FLOAT32, -1, g_comm, nullptr, nullptr), CCL_ERROR_INVALID_ARGUMENT, "root");
-    EXPECT_FAILS(ccl_broadcast(&x, 1, CCL_FLOAT32, g_size, g_comm, nullptr, nullptr), CCL_ERROR_INVALID_ARGUMENT,
-                 "root");
-    EXPECT_FAILS(ccl_broadcast(&x, 1, ccl_datatype_t(12), 0, g_comm, nullptr, nullptr), CCL_ERROR_INVALID_ARGUMENT,
-                 "datatype");
+    EXPECT_FAILS(
+        ccl_allreduce(&x, &x, 1, CCL_FLOAT32, ccl_reduction_t(42), g_comm, nullptr, nullptr),
+        CCL_ERROR_INVALID_ARGUMENT, "reduction");
+    EXPECT_FAILS(ccl_broadcast(&x, 1, CCL_FLOAT32, -1, g_comm, nullptr, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "root");
+    EXPECT_FAILS(ccl_broadcast(&x, 1, CCL_FLOAT32, g_size, g_comm, nullptr, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "root");
+    EXPECT_FAILS(ccl_broadcast(&x, 1, ccl_datatype_t(12), 0, g_comm, nullptr, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "datatype");
     expect_comm_still_works();
 }
 
 TEST(BadInput, CountOverflow) {
     float x = 0;
-    EXPECT_FAILS(ccl_allreduce(&x, &x, SIZE_MAX / 2, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, nullptr),
+    EXPECT_FAILS(
+        ccl_allreduce(&x, &x, SIZE_MAX / 2, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, nullptr),
+        CCL_ERROR_INVALID_ARGUMENT, "overflow");
+    EXPECT_FAILS(ccl_broadcast(&x, SIZE_MAX, CCL_INT16, 0, g_comm, nullptr, nullptr),
                  CCL_ERROR_INVALID_ARGUMENT, "overflow");
-    EXPECT_FAILS(ccl_broadcast(&x, SIZE_MAX, CCL_INT16, 0, g_comm, nullptr, nullptr), CCL_ERROR_INVALID_ARGUMENT,
-                 "overflow");
     expect_comm_still_works();
 }
 
@@ -82,14 +86,15 @@ TEST(BadInput, BadHandles) {
     // A KVS handle is not a communicator.
     ccl_kvs_t kvs = nullptr;
     CCL_OK(ccl_kvs_create_main(&kvs));
-    EXPECT_FAILS(ccl_barrier(reinterpret_cast<ccl_comm_t>(kvs), nullptr), CCL_ERROR_INVALID_ARGUMENT, "not valid");
+    EXPECT_FAILS(ccl_barrier(reinterpret_cast<ccl_comm_t>(kvs), nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "not valid");
     // A destroyed communicator: a size-1 one made over a private KVS.
     ccl_comm_t solo = nullptr;
     CCL_OK(ccl_comm_create(1, 0, kvs, &solo));
     CCL_OK(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, solo, nullptr, nullptr));
     CCL_OK(ccl_comm_destroy(solo));
-    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, solo, nullptr, nullptr), CCL_ERROR_INVALID_ARGUMENT,
-                 "destroyed");
+    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, solo, nullptr, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "destroyed");
     EXPECT_FAILS(ccl_comm_destroy(solo), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
     CCL_OK(ccl_kvs_destroy(kvs));
     EXPECT_FAILS(ccl_kvs_destroy(kvs), CCL_ERROR_INVALID_ARGUMENT, "kvs");
@@ -125,8 +130,8 @@ TEST(BadInput, AttrAndRequest) {
     EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, &zero, nullptr),
                  CCL_ERROR_INVALID_ARGUMENT, "CCL_COLL_ATTR_INIT");
     ccl_request_t req = nullptr;
-    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, &req), CCL_ERROR_UNSUPPORTED,
-                 "nonblocking");
+    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, &req),
+                 CCL_ERROR_UNSUPPORTED, "nonblocking");
     EXPECT_FAILS(ccl_barrier(g_comm, &req), CCL_ERROR_UNSUPPORTED, "nonblocking");
     expect_comm_still_works();
 }
@@ -147,8 +152,9 @@ TEST(BadInput, MismatchedCollectives) {
     ccl_comm_t c = nullptr;
     CCL_OK(ccl_comm_create_from_env(&c));
     float x = 1;
-    ccl_result_t r = g_rank == 0 ? ccl_barrier(c, nullptr)
-                                 : ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, c, nullptr, nullptr);
+    ccl_result_t r = g_rank == 0
+                         ? ccl_barrier(c, nullptr)
+                         : ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, c, nullptr, nullptr);
     EXPECT_TRUE(r == CCL_ERROR_INVALID_USAGE) << ccl_strerror(r) << ": " << ccl_last_error();
     // The communicator is now broken, and says so.
     EXPECT_EQ(ccl_barrier(c, nullptr), r);

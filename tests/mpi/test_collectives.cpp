@@ -17,23 +17,36 @@ using namespace test;
 
 namespace {
 
-const ccl_datatype_t kTypes[] = {CCL_INT8,  CCL_UINT8,  CCL_INT16,   CCL_UINT16,  CCL_INT32,   CCL_UINT32,
-                                 CCL_INT64, CCL_UINT64, CCL_FLOAT16, CCL_BFLOAT16, CCL_FLOAT32, CCL_FLOAT64};
+const ccl_datatype_t kTypes[] = {CCL_INT8,    CCL_UINT8,    CCL_INT16,   CCL_UINT16,
+                                 CCL_INT32,   CCL_UINT32,   CCL_INT64,   CCL_UINT64,
+                                 CCL_FLOAT16, CCL_BFLOAT16, CCL_FLOAT32, CCL_FLOAT64};
 const ccl_reduction_t kOps[] = {CCL_SUM, CCL_PROD, CCL_MIN, CCL_MAX, CCL_AVG};
 
 size_t type_size(ccl_datatype_t t) {
     switch (t) {
-        case CCL_INT8: case CCL_UINT8: return 1;
-        case CCL_INT16: case CCL_UINT16: case CCL_FLOAT16: case CCL_BFLOAT16: return 2;
-        case CCL_INT32: case CCL_UINT32: case CCL_FLOAT32: return 4;
+        case CCL_INT8:
+        case CCL_UINT8: return 1;
+        case CCL_INT16:
+        case CCL_UINT16:
+        case CCL_FLOAT16:
+        case CCL_BFLOAT16: return 2;
+        case CCL_INT32:
+        case CCL_UINT32:
+        case CCL_FLOAT32: return 4;
         default: return 8;
     }
 }
 bool is_float(ccl_datatype_t t) { return t >= CCL_FLOAT16; }
-bool is_signed(ccl_datatype_t t) { return t == CCL_INT8 || t == CCL_INT16 || t == CCL_INT32 || t == CCL_INT64; }
+bool is_signed(ccl_datatype_t t) {
+    return t == CCL_INT8 || t == CCL_INT16 || t == CCL_INT32 || t == CCL_INT64;
+}
 
 uint64_t mix(uint64_t x) {
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
     return x;
 }
 
@@ -42,27 +55,50 @@ uint64_t mix(uint64_t x) {
 // range so that sums and products wrap.
 double float_value(int r, size_t i, uint64_t seed, ccl_reduction_t op, ccl_datatype_t t) {
     uint64_t h = mix(seed * 1000003 + uint64_t(r) * 7919 + i);
-    if (op == CCL_PROD) { const double v[] = {-2, -1, 1, 2, 0.5, 1}; return v[h % 6]; }
+    if (op == CCL_PROD) {
+        const double v[] = {-2, -1, 1, 2, 0.5, 1};
+        return v[h % 6];
+    }
     double v = double(int(h % 33) - 16);
     return (t == CCL_FLOAT32 || t == CCL_FLOAT64) ? v / 4 : v;
 }
-uint64_t int_value(int r, size_t i, uint64_t seed) { return mix(seed * 1000003 + uint64_t(r) * 7919 + i); }
+uint64_t int_value(int r, size_t i, uint64_t seed) {
+    return mix(seed * 1000003 + uint64_t(r) * 7919 + i);
+}
 
 // Float <-> 16-bit conversions for the test's side, written independently of the library.
 uint16_t to_bf16(float f) {
-    uint32_t u; std::memcpy(&u, &f, 4);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
     if (std::isnan(f)) return uint16_t((u >> 16) | 0x40);
     u += 0x7fff + ((u >> 16) & 1);
     return uint16_t(u >> 16);
 }
-uint16_t to_fp16(float f) { _Float16 h = _Float16(f); uint16_t u; std::memcpy(&u, &h, 2); return u; }
+uint16_t to_fp16(float f) {
+    _Float16 h = _Float16(f);
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    return u;
+}
 
 void store(void* buf, size_t i, ccl_datatype_t t, double fv, uint64_t iv) {
     char* p = static_cast<char*>(buf) + i * type_size(t);
     switch (t) {
-        case CCL_FLOAT16: { uint16_t h = to_fp16(float(fv)); std::memcpy(p, &h, 2); break; }
-        case CCL_BFLOAT16: { uint16_t h = to_bf16(float(fv)); std::memcpy(p, &h, 2); break; }
-        case CCL_FLOAT32: { float f = float(fv); std::memcpy(p, &f, 4); break; }
+        case CCL_FLOAT16: {
+            uint16_t h = to_fp16(float(fv));
+            std::memcpy(p, &h, 2);
+            break;
+        }
+        case CCL_BFLOAT16: {
+            uint16_t h = to_bf16(float(fv));
+            std::memcpy(p, &h, 2);
+            break;
+        }
+        case CCL_FLOAT32: {
+            float f = float(fv);
+            std::memcpy(p, &f, 4);
+            break;
+        }
         case CCL_FLOAT64: std::memcpy(p, &fv, 8); break;
         default: std::memcpy(p, &iv, type_size(t)); break;  // little endian: the low bytes
     }
@@ -74,10 +110,14 @@ void expected(void* out, size_t i, ccl_datatype_t t, ccl_reduction_t op, uint64_
         double acc = float_value(0, i, seed, op, t);
         for (int r = 1; r < n; ++r) {
             double v = float_value(r, i, seed, op, t);
-            if (op == CCL_SUM || op == CCL_AVG) acc += v;
-            else if (op == CCL_PROD) acc *= v;
-            else if (op == CCL_MIN) acc = std::fmin(acc, v);
-            else acc = std::fmax(acc, v);
+            if (op == CCL_SUM || op == CCL_AVG)
+                acc += v;
+            else if (op == CCL_PROD)
+                acc *= v;
+            else if (op == CCL_MIN)
+                acc = std::fmin(acc, v);
+            else
+                acc = std::fmax(acc, v);
         }
         if (op == CCL_AVG) {  // the exact sum divided once, in the type's accumulator precision
             acc = t == CCL_FLOAT64 ? acc / n : double(float(acc) / float(n));
@@ -95,12 +135,15 @@ void expected(void* out, size_t i, ccl_datatype_t t, ccl_reduction_t op, uint64_
     uint64_t acc = int_value(0, i, seed) & mask;
     for (int r = 1; r < n; ++r) {
         uint64_t v = int_value(r, i, seed) & mask;
-        if (op == CCL_SUM || op == CCL_AVG) acc = (acc + v) & mask;
-        else if (op == CCL_PROD) acc = (acc * v) & mask;
+        if (op == CCL_SUM || op == CCL_AVG)
+            acc = (acc + v) & mask;
+        else if (op == CCL_PROD)
+            acc = (acc * v) & mask;
         else if (is_signed(t)) {
             bool less = sext(v) < sext(acc);
             if ((op == CCL_MIN) == less) acc = v;
-        } else if ((op == CCL_MIN) == (v < acc)) acc = v;
+        } else if ((op == CCL_MIN) == (v < acc))
+            acc = v;
     }
     if (op == CCL_AVG) acc = is_signed(t) ? uint64_t(sext(acc) / n) : acc / uint64_t(n);
     store(out, 0, t, 0, acc);
@@ -112,14 +155,16 @@ void fill_input(void* buf, size_t count, ccl_datatype_t t, ccl_reduction_t op, u
 }
 
 // Checks recv against the reference; returns the number of wrong elements (reports the first).
-size_t check_allreduce(const void* recv, size_t count, ccl_datatype_t t, ccl_reduction_t op, uint64_t seed) {
+size_t check_allreduce(const void* recv, size_t count, ccl_datatype_t t, ccl_reduction_t op,
+                       uint64_t seed) {
     size_t es = type_size(t), wrong = 0;
     std::vector<char> want(es);
     for (size_t i = 0; i < count; ++i) {
         expected(want.data(), i, t, op, seed, g_size);
-        if (std::memcmp(want.data(), static_cast<const char*>(recv) + i * es, es) != 0 && wrong++ == 0) {
-            ADD_FAILURE() << "rank " << g_rank << ": type " << t << " op " << op << " count " << count
-                          << ": first wrong element at " << i;
+        if (std::memcmp(want.data(), static_cast<const char*>(recv) + i * es, es) != 0 &&
+            wrong++ == 0) {
+            ADD_FAILURE() << "rank " << g_rank << ": type " << t << " op " << op << " count "
+                          << count << ": first wrong element at " << i;
         }
     }
     return wrong;
@@ -134,14 +179,17 @@ TEST(Allreduce, EveryTypeOpAndSize) {
     for (ccl_datatype_t t : kTypes)
         for (ccl_reduction_t op : kOps)
             for (size_t count : kCounts) {
-                if (count * type_size(t) > (1u << 20) && op != CCL_SUM) continue;  // keep the test short
+                if (count * type_size(t) > (1u << 20) && op != CCL_SUM)
+                    continue;  // keep the test short
                 for (bool in_place : {false, true}) {
                     ++seed;
-                    std::vector<char> send(count * type_size(t) + 1), recv(count * type_size(t) + 1, 0x5a);
+                    std::vector<char> send(count * type_size(t) + 1),
+                        recv(count * type_size(t) + 1, 0x5a);
                     fill_input(send.data(), count, t, op, seed);
                     void* out = in_place ? send.data() : recv.data();
                     CCL_OK(ccl_allreduce(send.data(), out, count, t, op, g_comm, nullptr, nullptr));
-                    EXPECT_EQ(check_allreduce(out, count, t, op, seed), 0u) << (in_place ? "in place" : "out of place");
+                    EXPECT_EQ(check_allreduce(out, count, t, op, seed), 0u)
+                        << (in_place ? "in place" : "out of place");
                     if (!in_place) {
                         EXPECT_EQ(recv[count * type_size(t)], 0x5a) << "wrote past the end";
                     }
@@ -154,9 +202,10 @@ TEST(Allreduce, UnalignedBuffers) {
         size_t count = 33333;
         std::vector<char> send(count * 4 + 8), recv(count * 4 + 8);
         fill_input(send.data() + offset, count, CCL_FLOAT32, CCL_SUM, 77 + offset);
-        CCL_OK(ccl_allreduce(send.data() + offset, recv.data() + offset, count, CCL_FLOAT32, CCL_SUM, g_comm,
-                             nullptr, nullptr));
-        EXPECT_EQ(check_allreduce(recv.data() + offset, count, CCL_FLOAT32, CCL_SUM, 77 + offset), 0u);
+        CCL_OK(ccl_allreduce(send.data() + offset, recv.data() + offset, count, CCL_FLOAT32,
+                             CCL_SUM, g_comm, nullptr, nullptr));
+        EXPECT_EQ(check_allreduce(recv.data() + offset, count, CCL_FLOAT32, CCL_SUM, 77 + offset),
+                  0u);
     }
 }
 
@@ -164,10 +213,13 @@ TEST(Allreduce, ManyCallsInARow) {
     std::vector<int32_t> buf(5);
     for (int it = 0; it < 3000; ++it) {
         for (size_t i = 0; i < buf.size(); ++i) buf[i] = int32_t(it * 10 + g_rank + int(i));
-        CCL_OK(ccl_allreduce(buf.data(), buf.data(), buf.size(), CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr));
+        CCL_OK(ccl_allreduce(buf.data(), buf.data(), buf.size(), CCL_INT32, CCL_SUM, g_comm,
+                             nullptr, nullptr));
         for (size_t i = 0; i < buf.size(); ++i) {
             int32_t want = g_size * (it * 10 + int32_t(i)) + g_size * (g_size - 1) / 2;
-            if (buf[i] != want) FAIL() << "iteration " << it << " element " << i << ": " << buf[i] << " != " << want;
+            if (buf[i] != want)
+                FAIL() << "iteration " << it << " element " << i << ": " << buf[i]
+                       << " != " << want;
         }
     }
 }
@@ -179,12 +231,13 @@ TEST(Broadcast, EveryRootTypeAndSize) {
             for (size_t count : kCounts) {
                 ++seed;
                 size_t es = type_size(t);
-                std::vector<char> buf(count * es + 1, 0x33), want(count * es);
-                for (size_t i = 0; i < count; ++i) store(want.data(), i, t, float_value(root, i, seed, CCL_SUM, t),
-                                                         int_value(root, i, seed));
-                if (g_rank == root) std::memcpy(buf.data(), want.data(), want.size());
+                std::vector<char> buf(count * es + 1, 0x33), want(count * es + 1);  // never empty
+                for (size_t i = 0; i < count; ++i)
+                    store(want.data(), i, t, float_value(root, i, seed, CCL_SUM, t),
+                          int_value(root, i, seed));
+                if (g_rank == root) std::memcpy(buf.data(), want.data(), count * es);
                 CCL_OK(ccl_broadcast(buf.data(), count, t, root, g_comm, nullptr, nullptr));
-                EXPECT_EQ(std::memcmp(buf.data(), want.data(), want.size()), 0)
+                EXPECT_EQ(std::memcmp(buf.data(), want.data(), count * es), 0)
                     << "root " << root << " type " << t << " count " << count;
                 EXPECT_EQ(buf[count * es], 0x33) << "wrote past the end";
             }
@@ -194,7 +247,8 @@ TEST(Broadcast, EveryRootTypeAndSize) {
 // file must hold every rank's byte.
 TEST(Barrier, NobodyLeavesEarly) {
     std::string address = std::getenv("CCL_KVS_ADDRESS") ? std::getenv("CCL_KVS_ADDRESS") : "x";
-    for (char& c : address) if (c == ':' || c == '.') c = '_';
+    for (char& c : address)
+        if (c == ':' || c == '.') c = '_';
     std::string path = "/tmp/ccl-test-barrier-" + address;
     CCL_OK(ccl_barrier(g_comm, nullptr));
     for (int round = 1; round <= 20; ++round) {

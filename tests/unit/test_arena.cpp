@@ -28,9 +28,11 @@ std::vector<std::unique_ptr<Arena>> make_arenas(int n, size_t buffer, double tim
     std::string name = unique_name();
     size_t bytes = Arena::bytes_needed(n, buffer);
     std::vector<std::unique_ptr<Arena>> arenas;
-    arenas.push_back(std::make_unique<Arena>(Segment::create(name, bytes), n, 0, buffer, timeout_s, true));
+    arenas.push_back(
+        std::make_unique<Arena>(Segment::create(name, bytes), n, 0, buffer, timeout_s, true));
     for (int r = 1; r < n; ++r)
-        arenas.push_back(std::make_unique<Arena>(Segment::open(name, bytes), n, r, buffer, timeout_s, false));
+        arenas.push_back(
+            std::make_unique<Arena>(Segment::open(name, bytes), n, r, buffer, timeout_s, false));
     arenas[0]->segment().unlink();
     return arenas;
 }
@@ -52,14 +54,19 @@ TEST(Arena, AllreduceAndBroadcastLoops) {
                 size_t count = size_t(1 + (it * 37) % 3000);  // up to 3 chunks of 4 KiB
                 std::vector<int32_t> in(count), out(count);
                 for (size_t i = 0; i < count; ++i) in[i] = int32_t(r * 1000 + it + int(i));
-                if (it % 2) ccl::shm::allreduce_direct(a, 1, in.data(), out.data(), count, CCL_INT32, CCL_SUM);
-                else ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32, CCL_SUM);
+                if (it % 2)
+                    ccl::shm::allreduce_direct(a, 1, in.data(), out.data(), count, CCL_INT32,
+                                               CCL_SUM);
+                else
+                    ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32,
+                                             CCL_SUM);
                 for (size_t i = 0; i < count; ++i)
                     if (out[i] != n * (it + int(i)) + 1000 * n * (n - 1) / 2) ++wrong;
                 int root = it % n;
                 std::vector<int32_t> buf(count, r == root ? it : -1);
                 ccl::shm::broadcast(a, 3, buf.data(), count * 4, root);
-                for (int32_t v : buf) if (v != it) ++wrong;
+                for (int32_t v : buf)
+                    if (v != it) ++wrong;
                 if (it % 10 == 0) ccl::shm::barrier(a, 4);
             }
         });
@@ -93,8 +100,10 @@ TEST(Arena, MismatchedCollectivesAreRefused) {
     on_every_rank(2, [&](int r) {
         try {
             int32_t x = 1;
-            if (r == 0) ccl::shm::barrier(*arenas[0], 4);
-            else ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM);
+            if (r == 0)
+                ccl::shm::barrier(*arenas[0], 4);
+            else
+                ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM);
         } catch (const ccl::Error& e) {
             if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
         }

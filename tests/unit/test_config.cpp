@@ -39,8 +39,12 @@ TEST(Config, Defaults) {
 }
 
 TEST(Config, ParsesValues) {
-    ccl::Config c = parse({{"CCL_TIMEOUT", "2.5"}, {"CCL_SHM_BUFFER_SIZE", "64K"}, {"CCL_LOG_LEVEL", "debug"},
-                           {"CCL_ALLREDUCE", "rsag"}, {"CCL_ALLREDUCE_DIRECT_MAX", "0"}, {"CCL_KVS_IFACE", "lo"}});
+    ccl::Config c = parse({{"CCL_TIMEOUT", "2.5"},
+                           {"CCL_SHM_BUFFER_SIZE", "64K"},
+                           {"CCL_LOG_LEVEL", "debug"},
+                           {"CCL_ALLREDUCE", "rsag"},
+                           {"CCL_ALLREDUCE_DIRECT_MAX", "0"},
+                           {"CCL_KVS_IFACE", "lo"}});
     EXPECT_EQ(c.timeout_s, 2.5);
     EXPECT_EQ(c.shm_buffer_size, 64u << 10);
     EXPECT_EQ(c.log_level, spdlog::level::debug);
@@ -59,7 +63,7 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_TIMEOUT", "nan");
     expect_rejected("CCL_KVS_TIMEOUT", "inf");
     expect_rejected("CCL_LOG_LEVEL", "verbose");
-    expect_rejected("CCL_SHM_BUFFER_SIZE", "100");      // below 4K
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "100");  // below 4K
     expect_rejected("CCL_SHM_BUFFER_SIZE", "64X");
     expect_rejected("CCL_SHM_BUFFER_SIZE", "-64K");
     expect_rejected("CCL_SHM_BUFFER_SIZE", "99999999999G");

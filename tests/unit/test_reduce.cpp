@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -29,9 +29,8 @@ Isa best_isa_of_cpu() {
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                 __builtin_cpu_supports("f16c");
-    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                  __builtin_cpu_supports("avx512dq");
+    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     return avx512 ? Isa::avx512 : avx2 ? Isa::avx2 : Isa::scalar;
 }
 
@@ -45,16 +44,16 @@ std::vector<Isa> supported_isas() {
 
 size_t size_of(ccl_datatype_t t) {
     switch (t) {
-    case CCL_INT8:
-    case CCL_UINT8: return 1;
-    case CCL_INT16:
-    case CCL_UINT16:
-    case CCL_FLOAT16:
-    case CCL_BFLOAT16: return 2;
-    case CCL_INT32:
-    case CCL_UINT32:
-    case CCL_FLOAT32: return 4;
-    default: return 8;
+        case CCL_INT8:
+        case CCL_UINT8: return 1;
+        case CCL_INT16:
+        case CCL_UINT16:
+        case CCL_FLOAT16:
+        case CCL_BFLOAT16: return 2;
+        case CCL_INT32:
+        case CCL_UINT32:
+        case CCL_FLOAT32: return 4;
+        default: return 8;
     }
 }
 
@@ -126,11 +125,11 @@ int64_t sign_extend(uint64_t v, size_t sz) {
 template <class F>
 F ref_float_op(ccl_reduction_t op, F a, F b) {
     switch (op) {
-    case CCL_SUM:
-    case CCL_AVG: return a + b;
-    case CCL_PROD: return a * b;
-    case CCL_MIN: return b < a ? b : a;
-    default: return a < b ? b : a;
+        case CCL_SUM:
+        case CCL_AVG: return a + b;
+        case CCL_PROD: return a * b;
+        case CCL_MIN: return b < a ? b : a;
+        default: return a < b ? b : a;
     }
 }
 
@@ -149,11 +148,11 @@ void reference(std::vector<unsigned char>& ref, const std::vector<const unsigned
                 uint64_t x = load_u(srcs[s] + i * sz, sz);
                 bool less = is_signed_int(t) ? sign_extend(x, sz) < sign_extend(acc, sz) : x < acc;
                 switch (op) {
-                case CCL_SUM:
-                case CCL_AVG: acc = (acc + x) & mask; break;
-                case CCL_PROD: acc = (acc * x) & mask; break;
-                case CCL_MIN: acc = less ? x : acc; break;
-                case CCL_MAX: acc = (!less && x != acc) ? x : acc; break;
+                    case CCL_SUM:
+                    case CCL_AVG: acc = (acc + x) & mask; break;
+                    case CCL_PROD: acc = (acc * x) & mask; break;
+                    case CCL_MIN: acc = less ? x : acc; break;
+                    case CCL_MAX: acc = (!less && x != acc) ? x : acc; break;
                 }
             }
             if (op == CCL_AVG) {
@@ -205,27 +204,27 @@ bool element_ok(const unsigned char* got, const unsigned char* want, ccl_datatyp
     if (std::memcmp(got, want, sz) == 0) return true;
     bool minmax = op == CCL_MIN || op == CCL_MAX;
     switch (t) {
-    case CCL_FLOAT16:
-    case CCL_BFLOAT16: {
-        uint16_t g = uint16_t(load_u(got, 2)), w = uint16_t(load_u(want, 2));
-        bool (*is_nan)(uint16_t) = t == CCL_FLOAT16 ? half_is_nan : bf16_is_nan;
-        float (*dec)(uint16_t) = t == CCL_FLOAT16 ? half_to_float : bf16_to_float;
-        if (is_nan(g) && is_nan(w)) return true;
-        return minmax && dec(g) == dec(w);
-    }
-    case CCL_FLOAT32: {
-        float g, w;
-        std::memcpy(&g, got, 4);
-        std::memcpy(&w, want, 4);
-        return (std::isnan(g) && std::isnan(w)) || (minmax && g == w);
-    }
-    case CCL_FLOAT64: {
-        double g, w;
-        std::memcpy(&g, got, 8);
-        std::memcpy(&w, want, 8);
-        return (std::isnan(g) && std::isnan(w)) || (minmax && g == w);
-    }
-    default: return false;
+        case CCL_FLOAT16:
+        case CCL_BFLOAT16: {
+            uint16_t g = uint16_t(load_u(got, 2)), w = uint16_t(load_u(want, 2));
+            bool (*is_nan)(uint16_t) = t == CCL_FLOAT16 ? half_is_nan : bf16_is_nan;
+            float (*dec)(uint16_t) = t == CCL_FLOAT16 ? half_to_float : bf16_to_float;
+            if (is_nan(g) && is_nan(w)) return true;
+            return minmax && dec(g) == dec(w);
+        }
+        case CCL_FLOAT32: {
+            float g, w;
+            std::memcpy(&g, got, 4);
+            std::memcpy(&w, want, 4);
+            return (std::isnan(g) && std::isnan(w)) || (minmax && g == w);
+        }
+        case CCL_FLOAT64: {
+            double g, w;
+            std::memcpy(&g, got, 8);
+            std::memcpy(&w, want, 8);
+            return (std::isnan(g) && std::isnan(w)) || (minmax && g == w);
+        }
+        default: return false;
     }
 }
 
@@ -240,30 +239,32 @@ void fill_random(unsigned char* p, size_t count, ccl_datatype_t t, ccl_reduction
         uint64_t r = rng();
         unsigned char* o = p + i * sz;
         switch (t) {
-        case CCL_FLOAT16: {
-            // Random sign and mantissa; exponents 0 (subnormal) .. 24 (2^9), or near 1 for PROD.
-            uint16_t e = prod ? uint16_t(14 + r % 3) : uint16_t(r % 25);
-            uint16_t h = uint16_t(((r >> 8) & 0x8000) | (e << 10) | ((r >> 20) & 0x3ff));
-            std::memcpy(o, &h, 2);
-            break;
-        }
-        case CCL_BFLOAT16: {
-            uint16_t e = prod ? uint16_t(126 + r % 3) : uint16_t(r % 16 == 0 ? 0 : 100 + r % 50);
-            uint16_t b = uint16_t(((r >> 8) & 0x8000) | (e << 7) | ((r >> 20) & 0x7f));
-            std::memcpy(o, &b, 2);
-            break;
-        }
-        case CCL_FLOAT32: {
-            float f = float(prod ? near1(rng) : wide(rng));
-            std::memcpy(o, &f, 4);
-            break;
-        }
-        case CCL_FLOAT64: {
-            double d = prod ? near1(rng) : wide(rng);
-            std::memcpy(o, &d, 8);
-            break;
-        }
-        default: std::memcpy(o, &r, sz); break;  // integers: any bits, so sums wrap
+            case CCL_FLOAT16: {
+                // Random sign and mantissa; exponents 0 (subnormal) .. 24 (2^9), or near 1 for
+                // PROD.
+                uint16_t e = prod ? uint16_t(14 + r % 3) : uint16_t(r % 25);
+                uint16_t h = uint16_t(((r >> 8) & 0x8000) | (e << 10) | ((r >> 20) & 0x3ff));
+                std::memcpy(o, &h, 2);
+                break;
+            }
+            case CCL_BFLOAT16: {
+                uint16_t e =
+                    prod ? uint16_t(126 + r % 3) : uint16_t(r % 16 == 0 ? 0 : 100 + r % 50);
+                uint16_t b = uint16_t(((r >> 8) & 0x8000) | (e << 7) | ((r >> 20) & 0x7f));
+                std::memcpy(o, &b, 2);
+                break;
+            }
+            case CCL_FLOAT32: {
+                float f = float(prod ? near1(rng) : wide(rng));
+                std::memcpy(o, &f, 4);
+                break;
+            }
+            case CCL_FLOAT64: {
+                double d = prod ? near1(rng) : wide(rng);
+                std::memcpy(o, &d, 8);
+                break;
+            }
+            default: std::memcpy(o, &r, sz); break;  // integers: any bits, so sums wrap
         }
     }
 }
@@ -280,8 +281,8 @@ constexpr unsigned char kGuardByte = 0xa5;
 
 // One case: fills sources, computes the reference, runs reduce_with and checks every element and
 // that nothing around the output moved. alias: 0 separate out, 1 out == srcs[0], 2 out == last.
-void check_case(Isa isa, ccl_datatype_t t, ccl_reduction_t op, int nsrc, size_t count,
-                int alias, size_t misalign, std::mt19937_64& rng) {
+void check_case(Isa isa, ccl_datatype_t t, ccl_reduction_t op, int nsrc, size_t count, int alias,
+                size_t misalign, std::mt19937_64& rng) {
     const size_t sz = size_of(t);
     const size_t bytes = count * sz;
     std::vector<std::vector<unsigned char>> bufs(nsrc + 1);
@@ -369,8 +370,7 @@ INSTANTIATE_TEST_SUITE_P(ReduceAllTypes, ReduceMatrix, ::testing::ValuesIn(kAllT
 // Reduces `per_src` (one value per source, as raw bits) over 37 elements (vector body and tail)
 // with every ISA and checks every element equals `want`.
 template <class T>
-void expect_all(ccl_datatype_t t, ccl_reduction_t op, std::vector<T> per_src, T want,
-                int div = 1) {
+void expect_all(ccl_datatype_t t, ccl_reduction_t op, std::vector<T> per_src, T want, int div = 1) {
     const size_t count = 37;
     for (Isa isa : supported_isas()) {
         std::vector<std::vector<T>> bufs;
@@ -478,7 +478,7 @@ TEST(ReduceEdge, IntegerWraparound) {
 TEST(ReduceEdge, IntegerAvgTruncatesTowardZero) {
     expect_all<int32_t>(CCL_INT32, CCL_AVG, {-7, 0}, -3, 2);
     expect_all<int8_t>(CCL_INT8, CCL_AVG, {-5, -2}, -3, 2);
-    expect_all<int8_t>(CCL_INT8, CCL_AVG, {100, 100}, -28, 2);  // wrapped sum -56, then / 2
+    expect_all<int8_t>(CCL_INT8, CCL_AVG, {100, 100}, -28, 2);    // wrapped sum -56, then / 2
     expect_all<int8_t>(CCL_INT8, CCL_AVG, {30, 30, 30}, 0, 200);  // divisor beyond int8
     expect_all<int8_t>(CCL_INT8, CCL_AVG, {-100, -100}, 28, 2);   // wrapped sum 56
     expect_all<uint8_t>(CCL_UINT8, CCL_AVG, {255, 255}, 127, 2);  // wrapped sum 254

@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/group.h"
 #include "core/reduce.h"
 #include "handles.h"
 
@@ -59,10 +60,49 @@ void check_attr(const ccl_coll_attr_t* attr) {
                         ": initialize attributes with CCL_COLL_ATTR_INIT");
 }
 
-void check_req(ccl_request_t* req) {
-    if (req)
-        throw Error(CCL_ERROR_UNSUPPORTED,
-                    "nonblocking collectives are not supported yet: pass req = NULL");
+CallOptions options(const ccl_coll_attr_t* attr) {
+    CallOptions opts;
+    if (!attr) return opts;
+    opts.to_cache = attr->to_cache != 0;
+    if (opts.to_cache) {
+        if (!attr->match_id || !*attr->match_id)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "attr->to_cache is set but attr->match_id is NULL or empty");
+        opts.match_id = attr->match_id;
+    }
+    return opts;
+}
+
+// Runs, queues or records (in a group) a checked call, as its attributes and `req` ask.
+void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig,
+            const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    CallOptions opts = options(attr);
+    if (group_active()) {
+        std::shared_ptr<Request> r = req ? std::make_shared<Request>() : nullptr;
+        group_add(comm, sig, bufs, opts, r);
+        if (req) *req = request_table().add<ccl_request_t>(std::move(r));
+        return;
+    }
+    auto schedule = comm->schedule_for(sig, opts);
+    if (!req) {
+        comm->run(std::move(schedule), bufs);
+        return;
+    }
+    auto r = std::make_shared<Request>();
+    if (attr && attr->synchronous) {
+        // Complete now; the request carries the result like any other.
+        try {
+            comm->run(std::move(schedule), bufs);
+            r->complete(CCL_SUCCESS);
+        } catch (const Error& e) {
+            r->complete(e.code(), e.what());
+        }
+        *req = request_table().add<ccl_request_t>(r);
+        r->rethrow();
+        return;
+    }
+    comm->start(std::move(schedule), bufs, {r});
+    *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
 }  // namespace
@@ -86,9 +126,7 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
         check_buffer(recv, bytes, "recv");
         check_overlap(send, recv, bytes);
         check_attr(attr);
-        check_req(req);
-        CollSignature sig{CollType::allreduce, count, dtype, op, 0, send == recv};
-        c->run(sig, {send, recv});
+        submit(c, {CollType::allreduce, count, dtype, op, 0}, {send, recv}, attr, req);
     });
 }
 
@@ -100,18 +138,23 @@ ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int ro
         check_buffer(buf, byte_size(count, dtype), "buf");
         check_root(root, *c);
         check_attr(attr);
-        check_req(req);
-        CollSignature sig{CollType::broadcast, count, dtype, CCL_SUM, root, true};
-        c->run(sig, {buf, buf});
+        submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf}, attr, req);
     });
 }
 
 ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
         auto c = comm_table().get(comm, "communicator");
-        check_req(req);
-        c->run(CollSignature{}, {});
+        submit(c, CollSignature{}, {}, nullptr, req);
     });
+}
+
+ccl_result_t ccl_group_start(void) {
+    return guarded(__func__, [] { group_start(); });
+}
+
+ccl_result_t ccl_group_end(void) {
+    return guarded(__func__, [] { group_end(); });
 }
 
 }  // extern "C"

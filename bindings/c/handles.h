@@ -5,6 +5,7 @@
 
 #include "api.h"
 #include "core/comm.h"
+#include "core/request.h"
 #include "kvs/kvs.h"
 
 namespace ccl::capi {
@@ -16,5 +17,6 @@ struct Kvs {
 
 HandleTable<Kvs, 1>& kvs_table();
 HandleTable<Communicator, 2>& comm_table();
+HandleTable<Request, 3>& request_table();
 
 }  // namespace ccl::capi

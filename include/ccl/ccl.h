@@ -8,9 +8,17 @@
  * Handles (ccl_kvs_t, ccl_comm_t, ccl_request_t) are opaque. A handle that is NULL or was
  * already destroyed is detected and refused with CCL_ERROR_INVALID_ARGUMENT.
  *
- * Thread safety: ccl_get_version, ccl_strerror and ccl_last_error may be called from any thread at
- * any time. A communicator is used by one thread at a time; different communicators may be used
- * from different threads. A KVS handle may be shared between threads.
+ * Thread safety:
+ *   - ccl_get_version, ccl_strerror and ccl_last_error: any thread, any time.
+ *   - A KVS handle may be shared between threads.
+ *   - A communicator is used by one thread at a time (its collectives and its destruction);
+ *     different communicators may be used at the same time from different threads.
+ *   - Communicators created over one KVS are told apart by their order of creation: create them in
+ *     the same order on every rank, one at a time within a process.
+ *   - A request is waited on, tested or freed by one thread at a time; different requests may be
+ *     handled from different threads, and a request may be handled by a thread other than the one
+ *     that started it.
+ *   - Groups (ccl_group_start / ccl_group_end) belong to the calling thread.
  */
 #ifndef CCL_CCL_H
 #define CCL_CCL_H
@@ -91,9 +99,16 @@ typedef struct ccl_request_s* ccl_request_t;
  * Per-call attributes. Always start from CCL_COLL_ATTR_INIT so that `size` is set: it lets later
  * versions of ccl add fields without breaking binaries built against this header.
  *   match_id     a name for this call site, used with to_cache (NULL: none)
- *   to_cache     keep the planned schedule under match_id and reuse it
- *   synchronous  complete the operation before returning, even when a request is asked for
- *   priority     a hint for ordering nonblocking work (higher first); 0 is normal
+ *   to_cache     keep the planned schedule under match_id and reuse it, in this and later calls
+ *                that pass the same match_id (new buffer pointers are fine). Reusing a match_id
+ *                for a different call (collective, count, datatype, reduction, root or
+ *                communicator) fails with CCL_ERROR_INVALID_USAGE. The cache holds CCL_CACHE_SIZE
+ *                schedules (least recently used go first); ccl_comm_destroy frees a
+ *                communicator's entries.
+ *   synchronous  complete the operation before returning, even when a request is asked for (the
+ *                request is then already complete)
+ *   priority     a hint for ordering nonblocking work of different communicators; work on one
+ *                communicator always runs in issue order. Currently it has no effect.
  */
 typedef struct ccl_coll_attr_t {
     size_t size;
@@ -140,9 +155,17 @@ CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 /*
  * Collectives. Every rank of the communicator calls the same collectives in the same order with
  * matching count, datatype, reduction and root. In place when send == recv. `attr` may be NULL.
- * `req` NULL means blocking; nonblocking requests are not supported yet (CCL_ERROR_UNSUPPORTED).
- * After a collective fails with CCL_ERROR_TIMEOUT or CCL_ERROR_PEER_FAILURE the communicator is
- * broken: later collectives on it fail at once with the same error; destroy it.
+ *
+ * `req` NULL means blocking: the call returns when this rank's part is done. Non-NULL means
+ * nonblocking: the call checks its arguments, stores a request in *req and returns at once; a
+ * progress worker thread (CCL_WORKER_COUNT) runs the collective while the caller computes.
+ * Buffers must stay untouched until the request completes. Collectives on one communicator,
+ * blocking or not, run in the order they were issued. ccl_comm_destroy waits for the
+ * communicator's outstanding work.
+ *
+ * After a collective fails with CCL_ERROR_TIMEOUT, CCL_ERROR_PEER_FAILURE or
+ * CCL_ERROR_INVALID_USAGE (ranks disagreeing on a call), the communicator is broken: later
+ * collectives on it fail with an error saying so; destroy it.
  */
 CCL_API ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
                                    ccl_reduction_t op, ccl_comm_t comm, const ccl_coll_attr_t* attr,
@@ -151,6 +174,29 @@ CCL_API ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype
                                    ccl_comm_t comm, const ccl_coll_attr_t* attr,
                                    ccl_request_t* req);
 CCL_API ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req);
+
+/*
+ * Requests. ccl_wait blocks until the collective completes and returns its result (its own error
+ * if it failed, with ccl_last_error() describing it). ccl_test sets *done to 1 once complete (then
+ * returns the collective's result, like ccl_wait) and to 0 before (returning CCL_SUCCESS). A
+ * completed request may be waited on or tested again; it keeps its result until freed.
+ * ccl_request_free releases the handle; freeing an incomplete request lets the collective complete
+ * in the background, unobserved.
+ */
+CCL_API ccl_result_t ccl_wait(ccl_request_t req);
+CCL_API ccl_result_t ccl_test(ccl_request_t req, int* done);
+CCL_API ccl_result_t ccl_request_free(ccl_request_t req);
+
+/*
+ * Groups (NCCL semantics): collectives called between ccl_group_start and the matching
+ * ccl_group_end are only recorded (their arguments checked); ccl_group_end issues them as one unit,
+ * fusing consecutive small allreduces on one communicator into one step. Blocking collectives in a
+ * group have completed when ccl_group_end returns (which reports the first failure); nonblocking
+ * ones get their requests at once and complete through them. Their buffers must stay valid until
+ * then. Groups nest: only the outermost ccl_group_end issues. Groups belong to the calling thread.
+ */
+CCL_API ccl_result_t ccl_group_start(void);
+CCL_API ccl_result_t ccl_group_end(void);
 
 #ifdef __cplusplus
 }

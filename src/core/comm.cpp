@@ -11,6 +11,8 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/planner.h"
+#include "core/schedule_cache.h"
+#include "core/worker.h"
 #include "kvs/kvs.h"
 
 namespace ccl {
@@ -45,8 +47,12 @@ std::string segment_name() {
 
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> next_comm_id{1};  // communicator ids, never reused
+}  // namespace
+
 Communicator::Communicator(int size, int rank, kvs::Client& kvs)
-    : size_(size), rank_(rank), config_(ccl::config()) {
+    : id_(next_comm_id++), size_(size), rank_(rank), config_(ccl::config()) {
     const Config& cfg = config_;
     const std::string prefix = next_prefix(kvs.address(), size);
     const std::string host = host_id();
@@ -78,24 +84,90 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
                buffer_size >> 10);
 }
 
-void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
-    if (broken_)
-        throw Error(broken_->code(), std::string("communicator is broken by an earlier failure: ") +
-                                         broken_->what());
-    // Loops of the same call (the common case) plan once.
-    if (!last_ || !(last_->sig == sig)) {
-        last_ = plan(*this, sig);
-        std::string key = std::string(coll_name(sig.coll)) + ":" + last_->algorithm();
-        if (logged_.insert(key).second)
-            log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll),
-                       last_->algorithm());
+Communicator::~Communicator() { schedule_cache().erase_comm(id_); }
+
+void Communicator::check_broken() {
+    if (!is_broken_.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    throw Error(broken_->code(),
+                std::string("communicator is broken by an earlier failure: ") + broken_->what());
+}
+
+std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& sig,
+                                                           const CallOptions& opts) {
+    check_broken();
+    if (opts.to_cache) {
+        if (auto cached = schedule_cache().find(opts.match_id, id_, sig)) return cached;
+    } else if (last_ && last_->sig == sig) {
+        return last_;  // loops of the same call plan once, cached or not
     }
+    auto schedule = std::make_shared<const Schedule>(plan(*this, sig));
+    std::string key = std::string(coll_name(sig.coll)) + ":" + schedule->algorithm();
+    if (logged_.insert(key).second)
+        log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll),
+                   schedule->algorithm());
+    if (opts.to_cache)
+        schedule_cache().insert(opts.match_id, id_, schedule);
+    else
+        last_ = schedule;
+    return schedule;
+}
+
+void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
     try {
-        execute(*last_, bufs);
+        execute(schedule, bufs);
     } catch (const Error& e) {
-        if (arena_->failed()) broken_ = e;
+        // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
+        if (arena_->failed()) {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (!broken_) broken_ = e;
+            is_broken_.store(true, std::memory_order_release);
+        }
         throw;
     }
+}
+
+void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& bufs) {
+    check_broken();
+    // Only this communicator's (single) user thread adds work, so when nothing is pending no
+    // worker touches the arena and the call may run right here.
+    if (pending_.load(std::memory_order_acquire) == 0) {
+        execute_now(*schedule, bufs);
+        return;
+    }
+    auto req = std::make_shared<Request>();
+    start(std::move(schedule), bufs, {req});
+    req->wait();
+    req->rethrow();
+}
+
+void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
+                         std::vector<std::shared_ptr<Request>> reqs) {
+    pending_.fetch_add(1, std::memory_order_acq_rel);
+    workers().submit(id_, [self = shared_from_this(), schedule = std::move(schedule), bufs,
+                           reqs = std::move(reqs)] {
+        ccl_result_t code = CCL_SUCCESS;
+        std::string message;
+        try {
+            self->check_broken();
+            self->execute_now(*schedule, bufs);
+        } catch (const Error& e) {
+            code = e.code();
+            message = e.what();
+        } catch (const std::exception& e) {
+            code = CCL_ERROR_INTERNAL;
+            message = std::string("internal error: ") + e.what();
+        }
+        for (const auto& r : reqs) r->complete(code, message);
+        std::lock_guard<std::mutex> lock(self->mu_);
+        if (self->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) self->idle_.notify_all();
+    });
+}
+
+void Communicator::wait_idle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Queued work finishes or fails within its own deadlines (CCL_TIMEOUT).
+    idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 }  // namespace ccl

@@ -1,14 +1,20 @@
-// A communicator: its ranks, its shared-memory arena, and the entry point of every collective
-// (plan -> schedule -> execute).
+// A communicator: its ranks, its shared-memory arena, and the entry point of every collective:
+// plan (or find the plan in a cache), then execute on the calling thread or queue for a worker.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/request.h"
 #include "core/schedule.h"
 #include "shm/arena.h"
 
@@ -18,31 +24,60 @@ namespace kvs {
 class Client;
 }
 
-class Communicator {
+// How a call wants to be run, from its attributes.
+struct CallOptions {
+    std::string match_id;  // with to_cache: the cache key
+    bool to_cache = false;
+};
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
 public:
     // Collective: every rank of the communicator calls it (in the same order for every
     // communicator created over one KVS). Sets up the arena through the KVS.
     Communicator(int size, int rank, kvs::Client& kvs);
+    ~Communicator();  // drops its cached schedules
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    uint64_t id() const { return id_; }  // unique in this process
     shm::Arena& arena() { return *arena_; }
     const Config& config() const { return config_; }  // as it was when the communicator was made
 
-    // Runs one collective. After a failure that leaves the ranks out of step (timeout, dead peer,
-    // mismatch) the communicator is broken and every later call fails with that error.
-    void run(const CollSignature& sig, const Buffers& bufs);
+    // The schedule for a call: from the match_id cache, the previous call's if the signature is
+    // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
+    std::shared_ptr<const Schedule> schedule_for(const CollSignature& sig, const CallOptions& opts);
+
+    // Runs a schedule and returns when it is done: on this thread when none of this
+    // communicator's work is queued, else behind the queued work.
+    void run(std::shared_ptr<const Schedule> schedule, const Buffers& bufs);
+    // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
+    // result.
+    void start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
+               std::vector<std::shared_ptr<Request>> reqs);
+    // Returns once none of this communicator's work is queued or running.
+    void wait_idle();
+
+    // Throws if an earlier failure broke the communicator.
+    void check_broken();
 
 private:
+    void execute_now(const Schedule& schedule, const Buffers& bufs);
+
+    const uint64_t id_;
     int size_;
     int rank_;
     Config config_;
     std::optional<shm::Arena> arena_;
-    std::optional<Schedule> last_;  // the last call's plan
+    std::shared_ptr<const Schedule> last_;  // the last uncached call's plan (caller's thread only)
+    std::set<std::string> logged_;          // algorithm choices reported at info (caller only)
+
+    std::atomic<size_t> pending_{0};  // work queued on the worker and not finished
+    std::atomic<bool> is_broken_{false};
+    std::mutex mu_;  // guards broken_ and pairs with idle_
+    std::condition_variable idle_;
     std::optional<Error> broken_;
-    std::set<std::string> logged_;  // algorithm choices already reported at info
 };
 
 }  // namespace ccl

@@ -59,6 +59,48 @@ size_t parse_bytes(const char* name, const char* value, size_t min, size_t max) 
     return size_t(v * mult);
 }
 
+long parse_int(const char* name, const char* value, long min, long max) {
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0' || errno != 0 || v < min || v > max)
+        bad(name, value,
+            "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    return v;
+}
+
+// "auto", or a list of cpu numbers and ranges: "3", "0,2", "4-7,12".
+std::vector<int> parse_cpu_list(const char* name, const char* value) {
+    std::vector<int> cpus;
+    std::string s = value;
+    if (s == "auto") return cpus;
+    const std::string expected = "auto, or a cpu list like 3 or 0,2 or 4-7";
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        size_t comma = s.find(',', pos);
+        std::string item =
+            s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        size_t dash = item.find('-');
+        try {
+            size_t used = 0;
+            int lo = std::stoi(item.substr(0, dash), &used);
+            if (used != item.substr(0, dash).size()) bad(name, value, expected);
+            int hi = lo;
+            if (dash != std::string::npos) {
+                hi = std::stoi(item.substr(dash + 1), &used);
+                if (used != item.size() - dash - 1) bad(name, value, expected);
+            }
+            if (lo < 0 || hi < lo || hi > 65535) bad(name, value, expected);
+            for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+        } catch (const std::logic_error&) {  // stoi: no digits, or out of range
+            bad(name, value, expected);
+        }
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return cpus;
+}
+
 }  // namespace
 
 Config parse_config(const char* (*getenv_fn)(const char*)) {
@@ -92,6 +134,12 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     }
     if (const char* v = getenv_fn("CCL_ALLREDUCE_DIRECT_MAX"))
         c.allreduce_direct_max = parse_bytes("CCL_ALLREDUCE_DIRECT_MAX", v, 0, size_t(1) << 30);
+    if (const char* v = getenv_fn("CCL_WORKER_COUNT"))
+        c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
+    if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))
+        c.worker_cpus = parse_cpu_list("CCL_WORKER_AFFINITY", v);
+    if (const char* v = getenv_fn("CCL_CACHE_SIZE"))
+        c.cache_size = size_t(parse_int("CCL_CACHE_SIZE", v, 0, 1000000));
     return c;
 }
 

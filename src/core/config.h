@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include <spdlog/common.h>
 
@@ -10,13 +11,15 @@ namespace ccl {
 
 struct Config {
     spdlog::level::level_enum log_level = spdlog::level::warn;  // CCL_LOG_LEVEL
-    double timeout_s = 300;               // CCL_TIMEOUT: deadline of every collective wait
-    double kvs_timeout_s = 60;            // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
-    std::string kvs_iface;                // CCL_KVS_IFACE: interface the KVS server binds
-    size_t shm_buffer_size = 1u << 20;    // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
-    std::string allreduce_algo = "auto";  // CCL_ALLREDUCE: auto | direct | rsag
-    size_t allreduce_direct_max =
-        64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: bytes up to which auto picks direct
+    double timeout_s = 300;                   // CCL_TIMEOUT: deadline of every collective wait
+    double kvs_timeout_s = 60;                // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
+    std::string kvs_iface;                    // CCL_KVS_IFACE: interface the KVS server binds
+    size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
+    std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag
+    size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
+    int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
+    std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
+    size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
 };
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the

@@ -11,6 +11,10 @@ namespace ccl {
 
 namespace {
 
+// Algorithm ids salt the round signature: ranks that chose differently (different CCL_* settings)
+// fail with a mismatch instead of mixing algorithms.
+enum Algo : uint64_t { kDirect = 1, kRsag, kBroadcast, kBarrier, kFused };
+
 Step local_copy(size_t bytes) {
     return {"local_copy", [bytes](const Buffers& b) {
                 if (b.send != b.recv) std::memcpy(b.recv, b.send, bytes);
@@ -18,16 +22,15 @@ Step local_copy(size_t bytes) {
 }
 
 Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig) {
-    const uint32_t digest = sig.digest();
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     const std::string& choice = cfg.allreduce_algo;
     bool direct = choice == "direct" || (choice == "auto" && bytes <= cfg.allreduce_direct_max);
     if (direct)
-        return {"shm/allreduce_direct", [&arena, sig, digest](const Buffers& b) {
-                    shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
-                                          sig.op);
-                }};
-    return {"shm/allreduce_rsag", [&arena, sig, digest](const Buffers& b) {
+        return {
+            "shm/allreduce_direct", [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
+                shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+            }};
+    return {"shm/allreduce_rsag", [&arena, sig, digest = sig.digest(kRsag)](const Buffers& b) {
                 shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
             }};
 }
@@ -38,7 +41,6 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
     Schedule s{sig, {}};
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     shm::Arena& arena = comm.arena();
-    const uint32_t digest = sig.digest();
     switch (sig.coll) {
         case CollType::allreduce:
             if (sig.count == 0) break;
@@ -51,16 +53,45 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;
             s.steps.push_back(
-                {"shm/broadcast", [&arena, bytes, digest, root = sig.root](const Buffers& b) {
-                     shm::broadcast(arena, digest, b.recv, bytes, root);
-                 }});
+                {"shm/broadcast",
+                 [&arena, bytes, root = sig.root, digest = sig.digest(kBroadcast)](
+                     const Buffers& b) { shm::broadcast(arena, digest, b.recv, bytes, root); }});
             break;
         case CollType::barrier:
             if (comm.size() == 1) break;
             s.steps.push_back(
-                {"shm/barrier", [&arena, digest](const Buffers&) { shm::barrier(arena, digest); }});
+                {"shm/barrier", [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
+                     shm::barrier(arena, digest);
+                 }});
             break;
     }
+    return s;
+}
+
+bool fusable(Communicator& comm, const std::vector<GroupCall>& calls) {
+    size_t packed = 0;
+    for (const GroupCall& c : calls) {
+        size_t bytes = c.sig.count * dtype_size(c.sig.dtype);
+        if (c.sig.coll != CollType::allreduce || bytes > comm.config().allreduce_direct_max)
+            return false;
+        packed += shm::packed_size(bytes);
+    }
+    return comm.size() > 1 && packed <= comm.arena().buffer_size();
+}
+
+Schedule plan_fused_allreduce(Communicator& comm, const std::vector<GroupCall>& calls) {
+    std::vector<shm::AllreducePart> parts;
+    uint64_t salt = kFused;
+    for (const GroupCall& c : calls) {
+        parts.push_back({c.bufs.send, c.bufs.recv, c.sig.count, c.sig.dtype, c.sig.op});
+        salt = salt * 1000003 + c.sig.digest();
+    }
+    CollSignature sig{CollType::allreduce, 0, CCL_UINT8, CCL_SUM, 0};
+    shm::Arena& arena = comm.arena();
+    Schedule s{sig, {}};
+    s.steps.push_back({"shm/allreduce_fused",
+                       [&arena, parts = std::move(parts), digest = sig.digest(salt)](
+                           const Buffers&) { shm::allreduce_direct_multi(arena, digest, parts); }});
     return s;
 }
 

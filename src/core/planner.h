@@ -2,6 +2,8 @@
 // CCL_<COLL> overrides, and builds the schedule (set-up happens here, data moves in execute()).
 #pragma once
 
+#include <vector>
+
 #include "core/schedule.h"
 
 namespace ccl {
@@ -9,6 +11,17 @@ namespace ccl {
 class Communicator;
 
 Schedule plan(Communicator& comm, const CollSignature& sig);
+
+// One call of a group, as the planner fuses them.
+struct GroupCall {
+    CollSignature sig;
+    Buffers bufs;
+};
+// Whether these consecutive calls can share one fused allreduce step on this communicator.
+bool fusable(Communicator& comm, const std::vector<GroupCall>& calls);
+// One schedule that runs several small allreduces with a single synchronisation. It is bound to
+// the calls' buffers (run it with empty Buffers) and never cached.
+Schedule plan_fused_allreduce(Communicator& comm, const std::vector<GroupCall>& calls);
 
 // Runs the steps of a schedule in order on the calling thread.
 void execute(const Schedule& schedule, const Buffers& bufs);

@@ -1,5 +1,7 @@
 #include "core/schedule.h"
 
+#include "core/reduce.h"
+
 namespace ccl {
 
 const char* coll_name(CollType coll) {
@@ -11,7 +13,7 @@ const char* coll_name(CollType coll) {
     return "?";
 }
 
-uint32_t CollSignature::digest() const {
+uint32_t CollSignature::digest(uint64_t salt) const {
     // FNV-1a over the fields; collisions only weaken a diagnostic, never correctness.
     uint64_t h = 1469598103934665603ull;
     auto mix = [&h](uint64_t v) {
@@ -25,7 +27,17 @@ uint32_t CollSignature::digest() const {
     mix(uint64_t(dtype));
     mix(uint64_t(op));
     mix(uint64_t(int64_t(root)));
+    mix(salt);
     return uint32_t(h ^ (h >> 32));
+}
+
+std::string CollSignature::describe() const {
+    std::string s = std::string(coll_name(coll)) + "(";
+    if (coll == CollType::barrier) return s + ")";
+    s += "count " + std::to_string(count) + ", " + dtype_name(dtype);
+    if (coll == CollType::allreduce) s += std::string(", ") + op_name(op);
+    if (coll == CollType::broadcast) s += ", root " + std::to_string(root);
+    return s + ")";
 }
 
 std::string Schedule::algorithm() const {

@@ -23,11 +23,12 @@ struct CollSignature {
     ccl_datatype_t dtype = CCL_UINT8;
     ccl_reduction_t op = CCL_SUM;
     int root = 0;
-    bool in_place = false;
 
     bool operator==(const CollSignature&) const = default;
-    // A 32-bit digest of the fields every rank must agree on (in_place may differ by rank).
-    uint32_t digest() const;
+    // A 32-bit digest of the fields, mixed with `salt` (the algorithm, so that ranks configured to
+    // pick different algorithms fail with a mismatch instead of computing garbage).
+    uint32_t digest(uint64_t salt = 0) const;
+    std::string describe() const;  // e.g. "allreduce(count 5, float32, sum)"
 };
 
 // The buffers of one call.

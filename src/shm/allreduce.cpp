@@ -40,6 +40,29 @@ void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
     }
 }
 
+void allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts) {
+    const int n = arena.nranks();
+    arena.begin_round(sig);
+    char* mine = static_cast<char*>(arena.own_buffer());
+    size_t off = 0;
+    for (const AllreducePart& p : parts) {
+        size_t bytes = p.count * dtype_size(p.dtype);
+        if (bytes) std::memcpy(mine + off, p.send, bytes);
+        off += packed_size(bytes);
+    }
+    arena.ready();
+    arena.wait_all_ready();
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    off = 0;
+    for (const AllreducePart& p : parts) {
+        for (int r = 0; r < n; ++r)
+            srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + off;
+        reduce(p.recv, srcs.data(), n, p.count, p.dtype, p.op, n);
+        off += packed_size(p.count * dtype_size(p.dtype));
+    }
+    arena.done();
+}
+
 void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ccl/ccl.h"
 #include "shm/arena.h"
@@ -14,6 +15,19 @@ namespace ccl::shm {
 // One synchronisation per chunk.
 void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op);
+
+// Several small allreduces at once: every input packed into the buffer, one synchronisation.
+// The parts' packed sizes (packed_size) must add up to at most the arena's buffer size.
+struct AllreducePart {
+    const void* send;
+    void* recv;
+    size_t count;
+    ccl_datatype_t dtype;
+    ccl_reduction_t op;
+};
+void allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts);
+// Bytes a part of `bytes` takes in the buffer (cache-line aligned, so parts never share a line).
+inline size_t packed_size(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Large messages: per chunk, every rank reduces one slice of all ranks' inputs (reduce-scatter),
 // then copies every slice out (all-gather); all ranks work at once.

@@ -129,10 +129,19 @@ TEST(BadInput, AttrAndRequest) {
     std::memset(&zero, 0, sizeof(zero));
     EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, &zero, nullptr),
                  CCL_ERROR_INVALID_ARGUMENT, "CCL_COLL_ATTR_INIT");
+    // Caching needs a name.
+    ccl_coll_attr_t cached = CCL_COLL_ATTR_INIT;
+    cached.to_cache = 1;
+    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, &cached, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "match_id");
+    cached.match_id = "";
+    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, &cached, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "match_id");
+    // A refused nonblocking call leaves *req alone.
     ccl_request_t req = nullptr;
-    EXPECT_FAILS(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, &req),
-                 CCL_ERROR_UNSUPPORTED, "nonblocking");
-    EXPECT_FAILS(ccl_barrier(g_comm, &req), CCL_ERROR_UNSUPPORTED, "nonblocking");
+    EXPECT_FAILS(ccl_allreduce(nullptr, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, &req),
+                 CCL_ERROR_INVALID_ARGUMENT, "send");
+    EXPECT_EQ(req, nullptr);
     expect_comm_still_works();
 }
 

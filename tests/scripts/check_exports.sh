@@ -10,5 +10,6 @@ nonfunc=$(nm -D --defined-only "$lib" | awk '$2 != "T" {print}' || true)
 if [ -n "$nonfunc" ]; then
   echo "libccl exports non-function symbols:"; echo "$nonfunc"; exit 1
 fi
-objdump -p "$lib" | grep -q 'SONAME *libccl\.so\.0' || { echo "no SONAME libccl.so.0"; exit 1; }
+headers=$(objdump -p "$lib")  # not piped into grep -q: SIGPIPE would fail the pipeline
+grep -q "SONAME *libccl\.so\.0" <<<"$headers" || { echo "no SONAME libccl.so.0"; exit 1; }
 echo "exports: $(nm -D --defined-only "$lib" | wc -l) ccl_* functions, SONAME ok"

@@ -1,0 +1,48 @@
+// Requests of nonblocking collectives.
+#include "handles.h"
+
+namespace ccl::capi {
+
+HandleTable<Request, 3>& request_table() {
+    static HandleTable<Request, 3> table;
+    return table;
+}
+
+namespace {
+
+// The collective's own result, as this call's result (with its message as the last error).
+void report(const Request& r) {
+    if (r.result() != CCL_SUCCESS) throw Error(r.result(), r.message());
+}
+
+}  // namespace
+
+}  // namespace ccl::capi
+
+using namespace ccl;
+using namespace ccl::capi;
+
+extern "C" {
+
+ccl_result_t ccl_wait(ccl_request_t req) {
+    return guarded(__func__, [&] {
+        auto r = request_table().get(req, "request");
+        r->wait();
+        report(*r);
+    });
+}
+
+ccl_result_t ccl_test(ccl_request_t req, int* done) {
+    return guarded(__func__, [&] {
+        auto r = request_table().get(req, "request");
+        require_out(done, "done");
+        *done = r->done() ? 1 : 0;
+        if (*done) report(*r);
+    });
+}
+
+ccl_result_t ccl_request_free(ccl_request_t req) {
+    return guarded(__func__, [&] { request_table().remove(req, "request"); });
+}
+
+}  // extern "C"

@@ -1,0 +1,94 @@
+#include "core/group.h"
+
+#include <vector>
+
+#include "core/planner.h"
+
+namespace ccl {
+
+namespace {
+
+struct Recorded {
+    std::shared_ptr<Communicator> comm;
+    GroupCall call;
+    CallOptions opts;
+    std::shared_ptr<Request> req;  // always set: blocking calls get an internal one
+    bool blocking;
+};
+
+struct GroupState {
+    int depth = 0;
+    std::vector<Recorded> calls;
+};
+
+thread_local GroupState group;
+
+// Issues calls[begin, end), all on one communicator and fusable, as one step.
+void issue_fused(const std::vector<Recorded>& calls, size_t begin, size_t end) {
+    std::vector<GroupCall> parts;
+    std::vector<std::shared_ptr<Request>> reqs;
+    for (size_t i = begin; i < end; ++i) {
+        parts.push_back(calls[i].call);
+        reqs.push_back(calls[i].req);
+    }
+    Communicator& comm = *calls[begin].comm;
+    comm.start(std::make_shared<const Schedule>(plan_fused_allreduce(comm, parts)), {},
+               std::move(reqs));
+}
+
+// The longest run of calls from `begin` that fuses (at least two), or 0.
+size_t fusable_run(const std::vector<Recorded>& calls, size_t begin) {
+    std::vector<GroupCall> run;
+    size_t end = begin;
+    for (; end < calls.size(); ++end) {
+        const Recorded& r = calls[end];
+        if (r.comm != calls[begin].comm || r.opts.to_cache) break;
+        run.push_back(r.call);
+        if (!fusable(*r.comm, run)) break;
+    }
+    return end - begin >= 2 ? end - begin : 0;
+}
+
+}  // namespace
+
+void group_start() { ++group.depth; }
+
+bool group_active() { return group.depth > 0; }
+
+void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, const Buffers& bufs,
+               const CallOptions& opts, std::shared_ptr<Request> req) {
+    bool blocking = !req;
+    if (blocking) req = std::make_shared<Request>();
+    group.calls.push_back({std::move(comm), {sig, bufs}, opts, std::move(req), blocking});
+}
+
+void group_end() {
+    if (group.depth == 0)
+        throw Error(CCL_ERROR_INVALID_USAGE, "ccl_group_end without a matching ccl_group_start");
+    if (--group.depth > 0) return;
+    std::vector<Recorded> calls = std::move(group.calls);
+    group.calls.clear();
+    // Everything goes to the workers, so that calls on different communicators progress together
+    // (as NCCL's groups let them); each communicator's calls stay in order.
+    for (size_t i = 0; i < calls.size();) {
+        if (size_t n = fusable_run(calls, i)) {
+            issue_fused(calls, i, i + n);
+            i += n;
+            continue;
+        }
+        Recorded& r = calls[i++];
+        try {
+            r.comm->start(r.comm->schedule_for(r.call.sig, r.opts), r.call.bufs, {r.req});
+        } catch (const Error& e) {  // e.g. a match_id cached for another call
+            r.req->complete(e.code(), e.what());
+        }
+    }
+    // Wait for every blocking call before reporting any failure: none may still be writing into
+    // the caller's buffers once this returns.
+    for (const Recorded& r : calls)
+        if (r.blocking) r.req->wait();
+    for (const Recorded& r : calls)
+        if (r.blocking) r.req->rethrow();
+}
+
+}  // namespace ccl

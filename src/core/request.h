@@ -1,0 +1,36 @@
+// The completion of one collective: what a ccl_request_t stands for, and what a blocking call
+// waits on when it must queue behind nonblocking work.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "ccl/ccl.h"
+
+namespace ccl {
+
+class Request {
+public:
+    // Called once, by whoever ran the collective.
+    void complete(ccl_result_t code, std::string message = {});
+    bool done() const { return done_.load(std::memory_order_acquire); }
+    // Blocks until complete. It needs no deadline of its own: the collective's every wait has one
+    // (CCL_TIMEOUT), so it completes, failing if need be.
+    void wait();
+    // After done(): the collective's result and, if it failed, why.
+    ccl_result_t result() const { return code_; }
+    const std::string& message() const { return message_; }
+    // Throws the collective's error, if any (after wait()).
+    void rethrow() const;
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::atomic<bool> done_{false};
+    ccl_result_t code_ = CCL_SUCCESS;
+    std::string message_;
+};
+
+}  // namespace ccl

@@ -37,6 +37,7 @@ struct Options {
     double target_s = 0.2;
     bool in_place = false;
     bool check = true;
+    bool cache = false;  // match_id caching (attr.to_cache)
 };
 
 const struct {
@@ -91,6 +92,7 @@ void usage(int code) {
         "  -w, --warmup N        untimed iterations per size (default 5)\n"
         "  -i, --in-place        send == recv\n"
         "      --no-check        skip the result check\n"
+        "  -k, --cache           cache schedules under a match_id per size (attr.to_cache)\n"
         "  -h, --help\n");
     std::exit(code);
 }
@@ -102,10 +104,10 @@ Options parse(int argc, char** argv) {
                                    {"dtype", 1, nullptr, 'd'},     {"op", 1, nullptr, 'o'},
                                    {"root", 1, nullptr, 'r'},      {"iters", 1, nullptr, 'n'},
                                    {"warmup", 1, nullptr, 'w'},    {"in-place", 0, nullptr, 'i'},
-                                   {"no-check", 0, nullptr, 'C'},  {"help", 0, nullptr, 'h'},
+                                   {"no-check", 0, nullptr, 'C'}, {"cache", 0, nullptr, 'k'},  {"help", 0, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "c:b:e:f:d:o:r:n:w:ih", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:b:e:f:d:o:r:n:w:ikh", longs, nullptr)) != -1) {
         switch (c) {
             case 'c': {
                 o.colls.clear();
@@ -158,6 +160,7 @@ Options parse(int argc, char** argv) {
             case 'w': o.warmup = std::max(0, std::atoi(optarg)); break;
             case 'i': o.in_place = true; break;
             case 'C': o.check = false; break;
+            case 'k': o.cache = true; break;
             case 'h': usage(0); break;
             default: usage(2);
         }
@@ -218,9 +221,10 @@ public:
 
     void run(const std::string& coll) {
         if (rank_ == 0) {
-            std::printf("#\n# %s  dtype %s  op %s  root %d  %s\n", coll.c_str(),
+            std::printf("#\n# %s  dtype %s  op %s  root %d  %s%s\n", coll.c_str(),
                         type_name(o_.dtype), kOps[o_.op], o_.root,
-                        o_.in_place ? "in place" : "out of place");
+                        o_.in_place ? "in place" : "out of place",
+                        o_.cache ? "  match_id cache on" : "");
             std::printf("# %12s %12s %9s %6s %5s %11s %9s %9s %7s\n", "size(B)", "count", "type",
                         "redop", "root", "time(us)", "algbw", "busbw", "#wrong");
         }
@@ -266,11 +270,16 @@ public:
 
 private:
     void once(const std::string& coll, size_t count) {
+        // With --cache, each collective and size is one call site with its own match_id.
+        ccl_coll_attr_t attr = CCL_COLL_ATTR_INIT;
+        std::string match_id = coll + "-" + std::to_string(count);
+        attr.to_cache = o_.cache;
+        attr.match_id = match_id.c_str();
         if (coll == "allreduce")
             CHECK(ccl_allreduce(send_.data(), o_.in_place ? send_.data() : recv_.data(), count,
-                                o_.dtype, o_.op, comm_, nullptr, nullptr));
+                                o_.dtype, o_.op, comm_, &attr, nullptr));
         else if (coll == "broadcast")
-            CHECK(ccl_broadcast(send_.data(), count, o_.dtype, o_.root, comm_, nullptr, nullptr));
+            CHECK(ccl_broadcast(send_.data(), count, o_.dtype, o_.root, comm_, &attr, nullptr));
         else
             CHECK(ccl_barrier(comm_, nullptr));
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds ccl and runs every test: the regular build, then the same
-# tests under ASan+UBSan, then the threaded unit tests (KVS, arena) under TSan.
+# tests under ASan+UBSan, then the threaded tests (KVS, arena, cache, workers, requests, groups,
+# threads) under TSan.
 # Usage: tools/test.sh [--quick]   (--quick: the regular build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +11,13 @@ quick=0
 tools/install-deps.sh
 jobs=$(nproc)
 
-# suite DIR "CMAKE ARGS" TARGET "CTEST ARGS"
+# suite DIR "CMAKE ARGS" "TARGETS" "CTEST ARGS"
 suite() {
     echo "== $1: build"
     # shellcheck disable=SC2086
     cmake -S . -B "$1" -G Ninja $2 >/dev/null
-    cmake --build "$1" -j "$jobs" --target "$3"
+    # shellcheck disable=SC2086
+    cmake --build "$1" -j "$jobs" --target $3
     echo "== $1: test"
     # shellcheck disable=SC2086
     ctest --test-dir "$1" --output-on-failure --timeout 300 -j "$jobs" $4
@@ -27,5 +29,7 @@ if [ $quick -eq 0 ]; then
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     suite build-asan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=address" all ""
     export TSAN_OPTIONS=halt_on_error=1
-    suite build-tsan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=thread" ccl_unit_tests "-R Kvs|Arena"
+    suite build-tsan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=thread" \
+        "ccl_unit_tests cclrun test_nonblocking test_groups test_threads" \
+        "-R Kvs|Arena|ScheduleCache|test_nonblocking|test_groups|test_threads"
 fi

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/config.h"
+#include "core/schedule_cache.h"
 #include "handles.h"
 
 namespace ccl::capi {
@@ -94,7 +95,8 @@ ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size) {
 ccl_result_t ccl_comm_destroy(ccl_comm_t comm) {
     return guarded(__func__, [&] {
         auto c = comm_table().remove(comm, "communicator");
-        c->wait_idle();  // its queued work still uses it
+        c->wait_idle();                          // its queued work still uses it
+        schedule_cache().erase_comm(c->id());  // cached plans refer to its arena
     });
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/config.h"
+#include "core/executor.h"
 #include "core/log.h"
 #include "core/planner.h"
 #include "core/schedule_cache.h"
@@ -84,8 +85,6 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
                buffer_size >> 10);
 }
 
-Communicator::~Communicator() { schedule_cache().erase_comm(id_); }
-
 void Communicator::check_broken() {
     if (!is_broken_.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(mu_);
@@ -102,8 +101,9 @@ std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& 
         return last_;  // loops of the same call plan once, cached or not
     }
     auto schedule = std::make_shared<const Schedule>(plan(*this, sig));
-    std::string key = std::string(coll_name(sig.coll)) + ":" + schedule->algorithm();
-    if (logged_.insert(key).second)
+    // Report each algorithm once (step names are literals: their addresses identify them).
+    const char* first = schedule->steps.empty() ? "none" : schedule->steps.front().name;
+    if (logged_.insert(first).second)
         log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll),
                    schedule->algorithm());
     if (opts.to_cache)
@@ -113,16 +113,19 @@ std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& 
     return schedule;
 }
 
+void Communicator::note_failure(const Error& e) {
+    // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
+    if (!arena_->failed()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_) broken_ = e;
+    is_broken_.store(true, std::memory_order_release);
+}
+
 void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
     try {
         execute(schedule, bufs);
     } catch (const Error& e) {
-        // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
-        if (arena_->failed()) {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (!broken_) broken_ = e;
-            is_broken_.store(true, std::memory_order_release);
-        }
+        note_failure(e);
         throw;
     }
 }
@@ -143,25 +146,17 @@ void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& 
 
 void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
                          std::vector<std::shared_ptr<Request>> reqs) {
+    check_broken();
     pending_.fetch_add(1, std::memory_order_acq_rel);
-    workers().submit(id_, [self = shared_from_this(), schedule = std::move(schedule), bufs,
-                           reqs = std::move(reqs)] {
-        ccl_result_t code = CCL_SUCCESS;
-        std::string message;
-        try {
-            self->check_broken();
-            self->execute_now(*schedule, bufs);
-        } catch (const Error& e) {
-            code = e.code();
-            message = e.what();
-        } catch (const std::exception& e) {
-            code = CCL_ERROR_INTERNAL;
-            message = std::string("internal error: ") + e.what();
-        }
-        for (const auto& r : reqs) r->complete(code, message);
+    // The execution keeps this communicator alive until it has run.
+    auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,
+                                                                         const std::string& msg) {
+        if (code != CCL_SUCCESS) self->note_failure(Error(code, msg));
+        for (const auto& r : reqs) r->complete(code, msg);
         std::lock_guard<std::mutex> lock(self->mu_);
         if (self->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) self->idle_.notify_all();
-    });
+    };
+    workers().submit(id_, std::make_unique<Execution>(std::move(schedule), bufs, std::move(on_done)));
 }
 
 void Communicator::wait_idle() {

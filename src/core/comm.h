@@ -35,7 +35,6 @@ public:
     // Collective: every rank of the communicator calls it (in the same order for every
     // communicator created over one KVS). Sets up the arena through the KVS.
     Communicator(int size, int rank, kvs::Client& kvs);
-    ~Communicator();  // drops its cached schedules
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
 
@@ -64,6 +63,7 @@ public:
 
 private:
     void execute_now(const Schedule& schedule, const Buffers& bufs);
+    void note_failure(const Error& e);  // marks the communicator broken if the arena failed
 
     const uint64_t id_;
     int size_;
@@ -71,7 +71,7 @@ private:
     Config config_;
     std::optional<shm::Arena> arena_;
     std::shared_ptr<const Schedule> last_;  // the last uncached call's plan (caller's thread only)
-    std::set<std::string> logged_;          // algorithm choices reported at info (caller only)
+    std::set<const char*> logged_;          // algorithm choices reported at info (caller only)
 
     std::atomic<size_t> pending_{0};  // work queued on the worker and not finished
     std::atomic<bool> is_broken_{false};

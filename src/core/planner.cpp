@@ -16,8 +16,9 @@ namespace {
 enum Algo : uint64_t { kDirect = 1, kRsag, kBroadcast, kBarrier, kFused };
 
 Step local_copy(size_t bytes) {
-    return {"local_copy", [bytes](const Buffers& b) {
+    return {"local_copy", [bytes](const Buffers& b) -> Task {
                 if (b.send != b.recv) std::memcpy(b.recv, b.send, bytes);
+                co_return;
             }};
 }
 
@@ -28,10 +29,10 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     if (direct)
         return {
             "shm/allreduce_direct", [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
-                shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+                return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
             }};
     return {"shm/allreduce_rsag", [&arena, sig, digest = sig.digest(kRsag)](const Buffers& b) {
-                shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+                return shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
             }};
 }
 
@@ -55,13 +56,13 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             s.steps.push_back(
                 {"shm/broadcast",
                  [&arena, bytes, root = sig.root, digest = sig.digest(kBroadcast)](
-                     const Buffers& b) { shm::broadcast(arena, digest, b.recv, bytes, root); }});
+                     const Buffers& b) { return shm::broadcast(arena, digest, b.recv, bytes, root); }});
             break;
         case CollType::barrier:
             if (comm.size() == 1) break;
             s.steps.push_back(
                 {"shm/barrier", [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
-                     shm::barrier(arena, digest);
+                     return shm::barrier(arena, digest);
                  }});
             break;
     }
@@ -91,12 +92,9 @@ Schedule plan_fused_allreduce(Communicator& comm, const std::vector<GroupCall>& 
     Schedule s{sig, {}};
     s.steps.push_back({"shm/allreduce_fused",
                        [&arena, parts = std::move(parts), digest = sig.digest(salt)](
-                           const Buffers&) { shm::allreduce_direct_multi(arena, digest, parts); }});
+                           const Buffers&) { return shm::allreduce_direct_multi(arena, digest, parts); }});
     return s;
 }
 
-void execute(const Schedule& schedule, const Buffers& bufs) {
-    for (const Step& step : schedule.steps) step.run(bufs);
-}
 
 }  // namespace ccl

@@ -23,7 +23,4 @@ bool fusable(Communicator& comm, const std::vector<GroupCall>& calls);
 // the calls' buffers (run it with empty Buffers) and never cached.
 Schedule plan_fused_allreduce(Communicator& comm, const std::vector<GroupCall>& calls);
 
-// Runs the steps of a schedule in order on the calling thread.
-void execute(const Schedule& schedule, const Buffers& bufs);
-
 }  // namespace ccl

@@ -42,7 +42,7 @@ std::string CollSignature::describe() const {
 
 std::string Schedule::algorithm() const {
     std::string s;
-    for (const Step& step : steps) s += (s.empty() ? "" : "+") + step.name;
+    for (const Step& step : steps) s += (s.empty() ? "" : "+") + std::string(step.name);
     return s.empty() ? "none" : s;
 }
 

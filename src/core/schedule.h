@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ccl/ccl.h"
+#include "core/task.h"
 
 namespace ccl {
 
@@ -38,8 +39,8 @@ struct Buffers {
 };
 
 struct Step {
-    std::string name;  // e.g. "shm/allreduce_direct", for logs and ccl_bench
-    std::function<void(const Buffers&)> run;
+    const char* name;  // a literal, e.g. "shm/allreduce_direct", for logs
+    std::function<Task(const Buffers&)> start;  // the step's coroutine, not started yet
 };
 
 struct Schedule {

@@ -3,8 +3,12 @@
 #include <hwloc.h>
 #include <pthread.h>
 
+#include <deque>
+#include <map>
+
 #include "core/config.h"
 #include "core/log.h"
+#include "shm/wait.h"
 
 namespace ccl {
 
@@ -48,11 +52,11 @@ WorkerPool::~WorkerPool() {
     for (auto& w : workers_) w->thread.join();
 }
 
-void WorkerPool::submit(size_t index, std::function<void()> task) {
-    Worker& w = *workers_[index % workers_.size()];
+void WorkerPool::submit(uint64_t queue, std::unique_ptr<Execution> job) {
+    Worker& w = *workers_[queue % workers_.size()];
     {
         std::lock_guard<std::mutex> lock(w.mu);
-        w.queue.push_back(std::move(task));
+        w.incoming.emplace_back(queue, std::move(job));
     }
     w.cv.notify_one();
 }
@@ -60,17 +64,42 @@ void WorkerPool::submit(size_t index, std::function<void()> task) {
 void WorkerPool::run(Worker& w, int cpu) {
     pthread_setname_np(pthread_self(), "ccl-worker");
     if (cpu >= 0) pin_to(cpu);
+    // Per communicator, its executions in issue order; only the first of each runs.
+    std::map<uint64_t, std::deque<std::unique_ptr<Execution>>> queues;
+    int idle = 0;  // passes in a row that finished nothing
     for (;;) {
-        std::function<void()> task;
         {
             std::unique_lock<std::mutex> lock(w.mu);
-            // An idle worker sleeps; submit() and the destructor wake it.
-            w.cv.wait(lock, [&w] { return w.stop || !w.queue.empty(); });
-            if (w.queue.empty()) return;  // stopping, and nothing left to run
-            task = std::move(w.queue.front());
-            w.queue.pop_front();
+            // With nothing to run, sleep until submit() or the destructor calls.
+            if (queues.empty())
+                w.cv.wait(lock, [&w] { return w.stop || !w.incoming.empty(); });
+            if (queues.empty() && w.incoming.empty()) return;  // stopping, all done
+            for (auto& [queue, job] : w.incoming) queues[queue].push_back(std::move(job));
+            w.incoming.clear();
         }
-        task();  // tasks report their own errors (through their requests); they do not throw
+        bool finished = false;
+        for (auto it = queues.begin(); it != queues.end();) {
+            auto& q = it->second;
+            while (!q.empty() && q.front()->progress()) {
+                q.pop_front();
+                finished = true;
+            }
+            it = q.empty() ? queues.erase(it) : std::next(it);
+        }
+        if (finished || queues.empty()) {
+            idle = 0;
+            continue;
+        }
+        // Everything waits for peers: spin briefly, then yield, then nap on one awaited flag (its
+        // change, or a short timeout, wakes us; new submissions are seen at the next pass).
+        ++idle;
+        if (idle < 64) {
+            shm::cpu_relax();
+        } else if (idle < 128) {
+            std::this_thread::yield();
+        } else if (Waiter* waiter = queues.begin()->second.front()->waiting()) {
+            waiter->sleep(std::chrono::microseconds(queues.size() > 1 ? 100 : 1000));
+        }
     }
 }
 

@@ -1,16 +1,19 @@
 // Progress workers: CCL_WORKER_COUNT threads per process that run nonblocking collectives while
-// the application computes. Each communicator's work goes to one worker, in order, which is what
-// makes a communicator's collectives complete in issue order.
+// the application computes. A communicator's executions go to one worker and run there in issue
+// order; a worker advances the executions of all its communicators side by side (each waits for
+// its own peers), so ranks that interleave communicators differently never deadlock.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "core/executor.h"
 
 namespace ccl {
 
@@ -18,20 +21,21 @@ class WorkerPool {
 public:
     // `cpus`: pin worker i to cpus[i % size]; empty leaves them to the OS.
     WorkerPool(int count, const std::vector<int>& cpus);
-    // Runs what is queued, then joins.
+    // Finishes what is queued (every wait has a deadline), then joins.
     ~WorkerPool();
     WorkerPool(const WorkerPool&) = delete;
     WorkerPool& operator=(const WorkerPool&) = delete;
 
     size_t size() const { return workers_.size(); }
-    // Queues `task` on worker `index % size()`; tasks of one worker run in submission order.
-    void submit(size_t index, std::function<void()> task);
+    // Queues `job` behind the earlier jobs of `queue` (a communicator id), on the worker that
+    // serves that queue.
+    void submit(uint64_t queue, std::unique_ptr<Execution> job);
 
 private:
     struct Worker {
         std::mutex mu;
         std::condition_variable cv;
-        std::deque<std::function<void()>> queue;
+        std::vector<std::pair<uint64_t, std::unique_ptr<Execution>>> incoming;
         bool stop = false;
         std::thread thread;
     };

@@ -23,7 +23,7 @@ std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks) {
 
 }  // namespace
 
-void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
@@ -31,18 +31,20 @@ void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         arena.begin_round(sig);
+        co_await arena.buffer_free();
         std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         arena.ready();
-        arena.wait_all_ready();
+        co_await arena.all_ready();
         for (int r = 0; r < n; ++r) srcs[size_t(r)] = arena.peer_buffer(r);
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
 }
 
-void allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts) {
+Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts) {
     const int n = arena.nranks();
     arena.begin_round(sig);
+    co_await arena.buffer_free();
     char* mine = static_cast<char*>(arena.own_buffer());
     size_t off = 0;
     for (const AllreducePart& p : parts) {
@@ -51,7 +53,7 @@ void allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<Allred
         off += packed_size(bytes);
     }
     arena.ready();
-    arena.wait_all_ready();
+    co_await arena.all_ready();
     std::vector<const void*> srcs(static_cast<size_t>(n));
     off = 0;
     for (const AllreducePart& p : parts) {
@@ -63,7 +65,7 @@ void allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<Allred
     arena.done();
 }
 
-void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
@@ -73,18 +75,20 @@ void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         auto [lo, hi] = slice(c, esize, me, n);
         // Round 1: inputs in; reduce my slice of everyone's input into my buffer of round 2.
         arena.begin_round(sig);
+        co_await arena.buffer_free();
         std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         arena.ready();
-        arena.wait_all_ready();
+        co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
             srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
-        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
-               op, n);
+        co_await arena.buffer_free(1);
+        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo,
+               dtype, op, n);
         arena.done();
         // Round 2: every reduced slice out.
         arena.begin_round(sig);
         arena.ready();
-        arena.wait_all_ready();
+        co_await arena.all_ready();
         for (int r = 0; r < n; ++r) {
             auto [b, e] = slice(c, esize, r, n);
             std::memcpy(static_cast<char*>(recv) + (off + b) * esize,

@@ -99,17 +99,6 @@ void Arena::begin_round(uint32_t signature) {
     flag(rank_).sig[round_ % 4].store(signature, std::memory_order_release);
 }
 
-void* Arena::own_buffer(int ahead) {
-    // The half this round uses was last used in round (round_ + ahead - 2).
-    int64_t previous = int64_t(round_) + ahead - 2;
-    if (previous > int64_t(known_done_)) {
-        for (int r = 0; r < nranks_; ++r)
-            if (r != rank_) wait_flag(r, uint32_t(2 * previous));
-        known_done_ = uint64_t(previous);
-    }
-    return peer_buffer(rank_, ahead);
-}
-
 void* Arena::peer_buffer(int peer, int ahead) const {
     size_t stride = round_up(buffer_size_, kPage);
     size_t index = size_t(peer) * 2 + (round_ + uint64_t(ahead)) % 2;
@@ -127,15 +116,6 @@ void Arena::publish(uint32_t value) {
 void Arena::ready() { publish(uint32_t(2 * round_ - 1)); }
 void Arena::done() { publish(uint32_t(2 * round_)); }
 
-void Arena::wait_ready(int peer) { wait_flag(peer, uint32_t(2 * round_ - 1)); }
-
-void Arena::wait_all_ready() {
-    for (int r = 0; r < nranks_; ++r)
-        if (r != rank_) wait_ready(r);
-    // Every rank is ready in this round, hence done with the previous one.
-    known_done_ = std::max(known_done_, round_ - 1);
-}
-
 void Arena::check_signature(int r, uint32_t seen) {
     // The peer stores its signature for round e before it is ready in round e, and overwrites it
     // when it starts round e + 4, after its flag passed 2(e + 3). Check only in between.
@@ -152,46 +132,88 @@ void Arena::check_signature(int r, uint32_t seen) {
                                           "collectives in the same order");
 }
 
-void Arena::wait_flag(int r, uint32_t target) {
+Arena::Flags Arena::buffer_free(int ahead) {
+    // The half this round uses was last used in round (round_ + ahead - 2).
+    int64_t previous = int64_t(round_) + ahead - 2;
+    if (previous <= int64_t(known_done_)) return Flags(*this, 0, -1, 0, known_done_);  // ready
+    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * previous), uint64_t(previous));
+}
+
+Arena::Flags Arena::ready_of(int peer) {
+    return Flags(*this, peer, peer, uint32_t(2 * round_ - 1), known_done_);
+}
+
+// Every rank ready in this round is done with the previous one.
+Arena::Flags Arena::all_ready() {
+    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * round_ - 1), round_ - 1);
+}
+
+bool Arena::test_flag(int r, uint32_t target, WaitClock& clock) {
+    uint32_t v = flag(r).seq.load(std::memory_order_acquire);
+    if (reached(v, target)) {
+        check_signature(r, v);
+        return true;
+    }
+    check_peers_failed();
+    auto now = std::chrono::steady_clock::now();
+    if (!clock.started) {
+        clock.started = true;
+        clock.deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(timeout_s_));
+        clock.next_liveness = now + kLivenessPeriod;
+        return false;
+    }
+    if (now >= clock.deadline)
+        fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
+                                    " s (CCL_TIMEOUT) waiting for rank " + std::to_string(r));
+    if (now >= clock.next_liveness) {
+        clock.next_liveness = now + kLivenessPeriod;
+        int32_t p = pid(r).load(std::memory_order_acquire);
+        if (p > 0 && ::kill(p, 0) != 0 && errno == ESRCH)
+            fail(CCL_ERROR_PEER_FAILURE,
+                 "rank " + std::to_string(r) + " (pid " + std::to_string(p) + ") died");
+    }
+    return false;
+}
+
+void Arena::block_flag(int r, uint32_t target, WaitClock& clock) {
     Flag& f = flag(r);
-    uint32_t v = f.seq.load(std::memory_order_acquire);
-    for (int i = 0; !reached(v, target) && i < policy_.spins; ++i) {
+    auto seen = [&] { return reached(f.seq.load(std::memory_order_acquire), target); };
+    for (int i = 0; i < policy_.spins; ++i) {
+        if (seen()) return;
         cpu_relax();
-        v = f.seq.load(std::memory_order_acquire);
     }
-    for (int i = 0; !reached(v, target) && i < policy_.yields; ++i) {
+    for (int i = 0; i < policy_.yields; ++i) {
+        if (seen()) return;
         sched_yield();
-        v = f.seq.load(std::memory_order_acquire);
     }
-    if (!reached(v, target)) {
-        using clock = std::chrono::steady_clock;
-        auto start = clock::now();
-        auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                    std::chrono::duration<double>(timeout_s_));
-        auto next_liveness = start + kLivenessPeriod;
-        while (!reached(v, target)) {
-            check_peers_failed();
-            auto now = clock::now();
-            if (now >= deadline)
-                fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
-                                            " s (CCL_TIMEOUT) waiting for rank " +
-                                            std::to_string(r));
-            if (now >= next_liveness) {
-                next_liveness = now + kLivenessPeriod;
-                int32_t p = pid(r).load(std::memory_order_acquire);
-                if (p > 0 && ::kill(p, 0) != 0 && errno == ESRCH)
-                    fail(CCL_ERROR_PEER_FAILURE,
-                         "rank " + std::to_string(r) + " (pid " + std::to_string(p) + ") died");
-            }
-            f.waiters.fetch_add(1, std::memory_order_seq_cst);
-            v = f.seq.load(std::memory_order_seq_cst);
-            if (!reached(v, target))
-                futex_wait(&f.seq, v, std::min<clock::duration>(kMaxSleep, deadline - now));
-            f.waiters.fetch_sub(1, std::memory_order_seq_cst);
-            v = f.seq.load(std::memory_order_acquire);
-        }
-    }
-    check_signature(r, v);
+    while (!test_flag(r, target, clock)) sleep_on_flag(r, target, kMaxSleep);
+}
+
+void Arena::sleep_on_flag(int r, uint32_t target, std::chrono::nanoseconds max) {
+    Flag& f = flag(r);
+    f.waiters.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t v = f.seq.load(std::memory_order_seq_cst);
+    if (!reached(v, target)) futex_wait(&f.seq, v, max);
+    f.waiters.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool Arena::Flags::ready() {
+    for (; next_ <= last_; ++next_)
+        if (next_ != arena_.rank_ && !arena_.test_flag(next_, target_, clock_)) return false;
+    return true;
+}
+
+void Arena::Flags::block() {
+    while (!ready()) arena_.block_flag(next_, target_, clock_);
+}
+
+void Arena::Flags::sleep(std::chrono::microseconds max) {
+    if (next_ <= last_) arena_.sleep_on_flag(next_, target_, max);
+}
+
+void Arena::Flags::await_resume() {
+    arena_.known_done_ = std::max(arena_.known_done_, implies_done_);
 }
 
 void Arena::check_peers_failed() {

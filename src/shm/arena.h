@@ -8,15 +8,19 @@
 // with round e-2, which used the same half; so no call ever needs a trailing barrier, and a rank
 // may run ahead of slow readers by a round. Flags only grow, which makes every wait a simple
 // "flag >= target" (modulo 2^32).
+//
+// Algorithms are coroutines (core/task.h): they co_await the waiters below, which a blocking call
+// resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "ccl/ccl.h"
-
+#include "core/task.h"
 #include "shm/segment.h"
 #include "shm/wait.h"
 
@@ -24,6 +28,8 @@ namespace ccl::shm {
 
 class Arena {
 public:
+    class Flags;
+
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
@@ -37,18 +43,19 @@ public:
     size_t buffer_size() const { return buffer_size_; }
     Segment& segment() { return seg_; }
 
-    // Starts the next round. `signature` identifies the collective (type, count, dtype, op, root):
-    // a peer in the same round with another signature is a usage error, reported, never run.
+    // Starts the next round. `signature` identifies the collective (type, count, dtype, op, root,
+    // algorithm): a peer in the same round with another signature is a usage error, never run.
     void begin_round(uint32_t signature);
-    // This rank's buffer for the current round (ahead = 0) or the next one (ahead = 1), once every
-    // rank is done with the round that used it before.
-    void* own_buffer(int ahead = 0);
-    // A peer's buffer for the current round; read it only after wait_ready(peer).
+    // co_await it before writing own_buffer(ahead): every rank is done with the round that used
+    // that buffer before (ahead = 0: this round's buffer, 1: the next round's).
+    Flags buffer_free(int ahead = 0);
+    void* own_buffer(int ahead = 0) const { return peer_buffer(rank_, ahead); }
+    // A peer's buffer for the current round; read it only after its ready flag.
     void* peer_buffer(int peer, int ahead = 0) const;
     void ready();  // this rank's data for the current round is in place
     void done();   // this rank no longer touches the arena for the current round
-    void wait_ready(int peer);
-    void wait_all_ready();
+    Flags ready_of(int peer);  // co_await: `peer` is ready in this round
+    Flags all_ready();         // co_await: every rank is ready in this round
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
     bool failed() const { return failed_; }
@@ -56,6 +63,11 @@ public:
 private:
     struct Header;
     struct Flag;
+    // When a wait started and when to look at the peer's pid next.
+    struct WaitClock {
+        bool started = false;
+        std::chrono::steady_clock::time_point deadline, next_liveness;
+    };
 
     static size_t header_bytes(int nranks);
     static size_t flags_bytes(int nranks);
@@ -63,8 +75,11 @@ private:
     std::atomic<int32_t>& pid(int r) const;
     Flag& flag(int r) const;
     void publish(uint32_t value);
-    // Waits until rank r's flag reaches `target` (modulo 2^32); throws ccl::Error on failure.
-    void wait_flag(int r, uint32_t target);
+    // Whether rank r's flag reached `target`; throws ccl::Error when the wait must stop.
+    bool test_flag(int r, uint32_t target, WaitClock& clock);
+    // Blocks until test_flag() holds (spin, yield, futex).
+    void block_flag(int r, uint32_t target, WaitClock& clock);
+    void sleep_on_flag(int r, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed();  // throws if another rank marked the arena failed
     [[noreturn]] void fail(ccl_result_t code, const std::string& message);
     void check_signature(int r, uint32_t seen);
@@ -81,6 +96,29 @@ private:
     uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
     bool failed_ = false;
+};
+
+// Waits until every rank in [first, last] but this one has its flag at `target`; once satisfied,
+// every rank is known to be done with rounds <= `implies_done`.
+class Arena::Flags final : public Waiter {
+public:
+    Flags(Arena& arena, int first, int last, uint32_t target, uint64_t implies_done)
+        : arena_(arena), next_(first), last_(last), target_(target), implies_done_(implies_done) {}
+
+    bool ready() override;
+    void block() override;
+    void sleep(std::chrono::microseconds max) override;
+
+    bool await_ready() { return ready(); }
+    void await_suspend(Task::Handle h) { h.promise().waiting = this; }
+    void await_resume();
+
+private:
+    Arena& arena_;
+    int next_, last_;
+    uint32_t target_;
+    uint64_t implies_done_;
+    WaitClock clock_;
 };
 
 }  // namespace ccl::shm

@@ -2,10 +2,10 @@
 
 namespace ccl::shm {
 
-void barrier(Arena& arena, uint32_t sig) {
+Task barrier(Arena& arena, uint32_t sig) {
     arena.begin_round(sig);
     arena.ready();
-    arena.wait_all_ready();
+    co_await arena.all_ready();
     arena.done();
 }
 

@@ -1,5 +1,6 @@
 // Collectives among the co-located ranks of a communicator, over its shared-memory arena. Every
-// rank calls the same function with the same count, datatype, reduction, root and signature.
+// rank calls the same function with the same count, datatype, reduction, root and signature. Each
+// is a coroutine (core/task.h): nothing runs until the task is resumed.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@ namespace ccl::shm {
 
 // Small messages: every rank copies its input in, then reduces all ranks' buffers itself.
 // One synchronisation per chunk.
-void allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Several small allreduces at once: every input packed into the buffer, one synchronisation.
@@ -25,18 +26,18 @@ struct AllreducePart {
     ccl_datatype_t dtype;
     ccl_reduction_t op;
 };
-void allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts);
+Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts);
 // Bytes a part of `bytes` takes in the buffer (cache-line aligned, so parts never share a line).
 inline size_t packed_size(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Large messages: per chunk, every rank reduces one slice of all ranks' inputs (reduce-scatter),
 // then copies every slice out (all-gather); all ranks work at once.
-void allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
 // The root copies chunks in, the others copy them out; a reader can lag the root by a chunk.
-void broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
+Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 
-void barrier(Arena& arena, uint32_t sig);
+Task barrier(Arena& arena, uint32_t sig);
 
 }  // namespace ccl::shm

@@ -56,18 +56,20 @@ TEST(Arena, AllreduceAndBroadcastLoops) {
                 for (size_t i = 0; i < count; ++i) in[i] = int32_t(r * 1000 + it + int(i));
                 if (it % 2)
                     ccl::shm::allreduce_direct(a, 1, in.data(), out.data(), count, CCL_INT32,
-                                               CCL_SUM);
+                                               CCL_SUM)
+                        .run_blocking();
                 else
                     ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32,
-                                             CCL_SUM);
+                                             CCL_SUM)
+                        .run_blocking();
                 for (size_t i = 0; i < count; ++i)
                     if (out[i] != n * (it + int(i)) + 1000 * n * (n - 1) / 2) ++wrong;
                 int root = it % n;
                 std::vector<int32_t> buf(count, r == root ? it : -1);
-                ccl::shm::broadcast(a, 3, buf.data(), count * 4, root);
+                ccl::shm::broadcast(a, 3, buf.data(), count * 4, root).run_blocking();
                 for (int32_t v : buf)
                     if (v != it) ++wrong;
-                if (it % 10 == 0) ccl::shm::barrier(a, 4);
+                if (it % 10 == 0) ccl::shm::barrier(a, 4).run_blocking();
             }
         });
         EXPECT_EQ(wrong.load(), 0) << n << " ranks";
@@ -77,7 +79,7 @@ TEST(Arena, AllreduceAndBroadcastLoops) {
 TEST(Arena, TimeoutWhenAPeerNeverComes) {
     auto arenas = make_arenas(2, 4096, 0.2);
     try {
-        ccl::shm::barrier(*arenas[0], 4);
+        ccl::shm::barrier(*arenas[0], 4).run_blocking();
         FAIL() << "barrier returned without its peer";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT);
@@ -86,7 +88,7 @@ TEST(Arena, TimeoutWhenAPeerNeverComes) {
     EXPECT_TRUE(arenas[0]->failed());
     // The peer that comes late learns that rank 0 failed instead of waiting out its own timeout.
     try {
-        ccl::shm::barrier(*arenas[1], 4);
+        ccl::shm::barrier(*arenas[1], 4).run_blocking();
         FAIL() << "barrier returned although rank 0 failed";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT);
@@ -101,9 +103,9 @@ TEST(Arena, MismatchedCollectivesAreRefused) {
         try {
             int32_t x = 1;
             if (r == 0)
-                ccl::shm::barrier(*arenas[0], 4);
+                ccl::shm::barrier(*arenas[0], 4).run_blocking();
             else
-                ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM);
+                ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM).run_blocking();
         } catch (const ccl::Error& e) {
             if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
         }
@@ -126,7 +128,7 @@ TEST(Arena, DeadPeerIsNoticed) {
     a.segment().unlink();
     auto start = std::chrono::steady_clock::now();
     try {
-        ccl::shm::barrier(a, 4);
+        ccl::shm::barrier(a, 4).run_blocking();
         FAIL() << "barrier returned without its peer";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_PEER_FAILURE) << e.what();

@@ -32,7 +32,7 @@ CollSignature allreduce_sig(size_t count = 1000) {
 std::shared_ptr<const Schedule> make_schedule(const CollSignature& sig) {
     auto s = std::make_shared<Schedule>();
     s->sig = sig;
-    s->steps.push_back({"test/step", [](const ccl::Buffers&) {}});
+    s->steps.push_back({"test/step", [](const ccl::Buffers&) -> ccl::Task { co_return; }});
     return s;
 }
 

@@ -1,0 +1,80 @@
+// Resumable steps. An algorithm is a C++20 coroutine that co_awaits the conditions it needs (a
+// peer's flag in shared memory, say); run to completion on the calling thread for a blocking call,
+// or advanced a little at a time by a progress worker that interleaves many of them.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <exception>
+#include <utility>
+
+namespace ccl {
+
+// A condition a suspended task waits for.
+class Waiter {
+public:
+    // Checks without blocking. Throws ccl::Error when waiting must stop (deadline, dead peer...).
+    virtual bool ready() = 0;
+    // Blocks until ready() (spin, yield, then sleep), or throws like ready().
+    virtual void block() = 0;
+    // Sleeps until the condition may have changed, at most `max`: for a worker with nothing to do.
+    virtual void sleep(std::chrono::microseconds max) = 0;
+
+protected:
+    ~Waiter() = default;
+};
+
+class Task {
+public:
+    struct promise_type {
+        Waiter* waiting = nullptr;  // what the task is suspended on, if anything
+        std::exception_ptr error;
+
+        Task get_return_object() { return Task(Handle::from_promise(*this)); }
+        std::suspend_always initial_suspend() noexcept { return {}; }
+        std::suspend_always final_suspend() noexcept { return {}; }
+        void return_void() {}
+        void unhandled_exception() { error = std::current_exception(); }
+    };
+    using Handle = std::coroutine_handle<promise_type>;
+
+    Task() = default;
+    explicit Task(Handle h) : h_(h) {}
+    Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+    Task& operator=(Task&& o) noexcept {
+        if (this != &o) {
+            if (h_) h_.destroy();
+            h_ = std::exchange(o.h_, {});
+        }
+        return *this;
+    }
+    Task(const Task&) = delete;
+    Task& operator=(const Task&) = delete;
+    ~Task() {
+        if (h_) h_.destroy();
+    }
+
+    bool valid() const { return bool(h_); }
+    bool done() const { return h_.done(); }
+    // What the task waits for; nullptr before its first run.
+    Waiter* waiting() const { return h_.promise().waiting; }
+    // Runs until the next suspension or the end; rethrows what the task threw.
+    void resume() {
+        h_.promise().waiting = nullptr;
+        h_.resume();
+        if (h_.done() && h_.promise().error) std::rethrow_exception(h_.promise().error);
+    }
+    // Runs to the end on this thread, blocking in each wait.
+    void run_blocking() {
+        for (;;) {
+            resume();
+            if (done()) return;
+            waiting()->block();
+        }
+    }
+
+private:
+    Handle h_;
+};
+
+}  // namespace ccl

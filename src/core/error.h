@@ -11,8 +11,9 @@ namespace ccl {
 
 class Error : public std::runtime_error {
 public:
+    // An error never carries CCL_SUCCESS: that would turn a failure into a success.
     Error(ccl_result_t code, const std::string& message)
-        : std::runtime_error(message), code_(code) {}
+        : std::runtime_error(message), code_(code == CCL_SUCCESS ? CCL_ERROR_INTERNAL : code) {}
     ccl_result_t code() const { return code_; }
 
 private:

@@ -30,8 +30,9 @@ struct Arena::Header {
     uint64_t magic;
     uint64_t buffer_size;
     uint32_t nranks;
-    std::atomic<uint32_t> failed;       // 0, or 1 + the rank whose wait failed first
-    std::atomic<uint32_t> failed_code;  // its ccl_result_t
+    // 0, or (ccl_result_t << 32 | 1 + rank) of the first failed wait: one word, so that whoever
+    // sees the rank also sees the code.
+    std::atomic<uint64_t> failed;
     // nranks pids follow (see pid()), for peer-liveness checks
 };
 
@@ -217,19 +218,17 @@ void Arena::Flags::await_resume() {
 }
 
 void Arena::check_peers_failed() {
-    Header* h = header();
-    if (uint32_t who = h->failed.load(std::memory_order_acquire); who != 0) {
-        auto code = ccl_result_t(h->failed_code.load());
-        fail(code, "rank " + std::to_string(who - 1) + " of this communicator failed first (" +
-                       result_name(code) + ")");
+    if (uint64_t f = header()->failed.load(std::memory_order_acquire); f != 0) {
+        auto code = ccl_result_t(f >> 32);
+        fail(code, "rank " + std::to_string(uint32_t(f) - 1) +
+                       " of this communicator failed first (" + result_name(code) + ")");
     }
 }
 
 void Arena::fail(ccl_result_t code, const std::string& message) {
     failed_ = true;
-    Header* h = header();
-    uint32_t none = 0;
-    if (h->failed.compare_exchange_strong(none, uint32_t(rank_) + 1)) h->failed_code.store(code);
+    uint64_t expected = 0;
+    header()->failed.compare_exchange_strong(expected, uint64_t(code) << 32 | uint32_t(rank_ + 1));
     throw Error(code, message);
 }
 

@@ -95,7 +95,7 @@ ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size) {
 ccl_result_t ccl_comm_destroy(ccl_comm_t comm) {
     return guarded(__func__, [&] {
         auto c = comm_table().remove(comm, "communicator");
-        c->wait_idle();                          // its queued work still uses it
+        c->wait_idle();                        // its queued work still uses it
         schedule_cache().erase_comm(c->id());  // cached plans refer to its arena
     });
 }

@@ -81,6 +81,7 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
     // happens to the processes later.
     kvs.barrier(prefix + "mapped", size, cfg.kvs_timeout_s);
     if (rank == 0) arena_->segment().unlink();
+    workers();  // started now, so that the first nonblocking call does not pay for it
     log().info("rank {}/{}: communicator ready, transport shm ({} KiB per buffer)", rank, size,
                buffer_size >> 10);
 }
@@ -150,13 +151,14 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     pending_.fetch_add(1, std::memory_order_acq_rel);
     // The execution keeps this communicator alive until it has run.
     auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,
-                                                                         const std::string& msg) {
+                                                                       const std::string& msg) {
         if (code != CCL_SUCCESS) self->note_failure(Error(code, msg));
         for (const auto& r : reqs) r->complete(code, msg);
         std::lock_guard<std::mutex> lock(self->mu_);
         if (self->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) self->idle_.notify_all();
     };
-    workers().submit(id_, std::make_unique<Execution>(std::move(schedule), bufs, std::move(on_done)));
+    workers().submit(id_,
+                     std::make_unique<Execution>(std::move(schedule), bufs, std::move(on_done)));
 }
 
 void Communicator::wait_idle() {

@@ -138,6 +138,10 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))
         c.worker_cpus = parse_cpu_list("CCL_WORKER_AFFINITY", v);
+    if (const char* v = getenv_fn("LOCAL_RANK"))
+        c.local_rank = int(parse_int("LOCAL_RANK", v, 0, 1 << 20));
+    if (const char* v = getenv_fn("LOCAL_WORLD_SIZE"))
+        c.local_size = int(parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20));
     if (const char* v = getenv_fn("CCL_CACHE_SIZE"))
         c.cache_size = size_t(parse_int("CCL_CACHE_SIZE", v, 0, 1000000));
     return c;

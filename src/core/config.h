@@ -19,6 +19,8 @@ struct Config {
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
     std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
+    int local_rank = 0;                       // LOCAL_RANK (launchers set it): picks our cpus
+    int local_size = 1;                       // LOCAL_WORLD_SIZE: ranks sharing this node's cpus
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
 };
 

@@ -27,12 +27,14 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     const std::string& choice = cfg.allreduce_algo;
     bool direct = choice == "direct" || (choice == "auto" && bytes <= cfg.allreduce_direct_max);
     if (direct)
-        return {
-            "shm/allreduce_direct", [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
-                return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
-            }};
+        return {"shm/allreduce_direct",
+                [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
+                    return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
+                                                 sig.dtype, sig.op);
+                }};
     return {"shm/allreduce_rsag", [&arena, sig, digest = sig.digest(kRsag)](const Buffers& b) {
-                return shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+                return shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                           sig.op);
             }};
 }
 
@@ -54,9 +56,10 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;
             s.steps.push_back(
-                {"shm/broadcast",
-                 [&arena, bytes, root = sig.root, digest = sig.digest(kBroadcast)](
-                     const Buffers& b) { return shm::broadcast(arena, digest, b.recv, bytes, root); }});
+                {"shm/broadcast", [&arena, bytes, root = sig.root,
+                                   digest = sig.digest(kBroadcast)](const Buffers& b) {
+                     return shm::broadcast(arena, digest, b.recv, bytes, root);
+                 }});
             break;
         case CollType::barrier:
             if (comm.size() == 1) break;
@@ -90,11 +93,11 @@ Schedule plan_fused_allreduce(Communicator& comm, const std::vector<GroupCall>& 
     CollSignature sig{CollType::allreduce, 0, CCL_UINT8, CCL_SUM, 0};
     shm::Arena& arena = comm.arena();
     Schedule s{sig, {}};
-    s.steps.push_back({"shm/allreduce_fused",
-                       [&arena, parts = std::move(parts), digest = sig.digest(salt)](
-                           const Buffers&) { return shm::allreduce_direct_multi(arena, digest, parts); }});
+    s.steps.push_back({"shm/allreduce_fused", [&arena, parts = std::move(parts),
+                                               digest = sig.digest(salt)](const Buffers&) {
+                           return shm::allreduce_direct_multi(arena, digest, parts);
+                       }});
     return s;
 }
-
 
 }  // namespace ccl

@@ -39,7 +39,7 @@ struct Buffers {
 };
 
 struct Step {
-    const char* name;  // a literal, e.g. "shm/allreduce_direct", for logs
+    const char* name;                           // a literal, e.g. "shm/allreduce_direct", for logs
     std::function<Task(const Buffers&)> start;  // the step's coroutine, not started yet
 };
 

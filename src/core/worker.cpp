@@ -3,8 +3,12 @@
 #include <hwloc.h>
 #include <pthread.h>
 
+#include <sched.h>
+
+#include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -14,30 +18,45 @@ namespace ccl {
 
 namespace {
 
-// Binds the calling thread to one cpu (an OS index) through hwloc; a failure is only logged.
-void pin_to(int cpu) {
-    hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) != 0) return;
-    if (hwloc_topology_load(topo) == 0) {
+// Binds threads to cpus (OS indexes) through hwloc; failures are only logged.
+class Pinner {
+public:
+    Pinner() {
+        if (hwloc_topology_init(&topo_) == 0 && hwloc_topology_load(topo_) == 0) ok_ = true;
+    }
+    ~Pinner() { hwloc_topology_destroy(topo_); }
+    void pin(std::thread& t, int cpu) {
         hwloc_bitmap_t set = hwloc_bitmap_alloc();
         hwloc_bitmap_only(set, unsigned(cpu));
-        if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD) != 0)
-            log().warn("CCL_WORKER_AFFINITY: cannot pin a worker to cpu {}", cpu);
+        if (!ok_ || hwloc_set_thread_cpubind(topo_, t.native_handle(), set, 0) != 0)
+            log().warn("CCL_WORKER_AFFINITY: cannot pin a progress worker to cpu {}", cpu);
         else
             log().info("progress worker pinned to cpu {}", cpu);
         hwloc_bitmap_free(set);
     }
-    hwloc_topology_destroy(topo);
+
+private:
+    hwloc_topology_t topo_{};
+    bool ok_ = false;
+};
+
+int usable_cpus() {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
 }  // namespace
 
-WorkerPool::WorkerPool(int count, const std::vector<int>& cpus) {
+WorkerPool::WorkerPool(int count, const std::vector<int>& cpus, int local_rank, bool crowded) {
+    std::optional<Pinner> pinner;
+    if (!cpus.empty()) pinner.emplace();
     for (int i = 0; i < count; ++i) {
         workers_.push_back(std::make_unique<Worker>());
-        int cpu = cpus.empty() ? -1 : cpus[size_t(i) % cpus.size()];
         Worker& w = *workers_.back();
-        w.thread = std::thread([&w, cpu] { run(w, cpu); });
+        w.thread = std::thread([&w, crowded] { run(w, crowded); });
+        if (pinner)
+            pinner->pin(w.thread,
+                        cpus[(size_t(local_rank) * size_t(count) + size_t(i)) % cpus.size()]);
     }
 }
 
@@ -61,18 +80,21 @@ void WorkerPool::submit(uint64_t queue, std::unique_ptr<Execution> job) {
     w.cv.notify_one();
 }
 
-void WorkerPool::run(Worker& w, int cpu) {
+void WorkerPool::run(Worker& w, bool crowded) {
+    using clock = std::chrono::steady_clock;
     pthread_setname_np(pthread_self(), "ccl-worker");
-    if (cpu >= 0) pin_to(cpu);
+    // Waiting for peers: poll (spin) while that is cheap, then yield, then nap on a flag.
+    const auto spin_for =
+        crowded ? clock::duration::zero() : clock::duration(std::chrono::microseconds(50));
+    const auto yield_for = std::chrono::microseconds(200);
     // Per communicator, its executions in issue order; only the first of each runs.
     std::map<uint64_t, std::deque<std::unique_ptr<Execution>>> queues;
-    int idle = 0;  // passes in a row that finished nothing
+    clock::time_point idle_since{};  // when the passes that finish nothing began
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(w.mu);
             // With nothing to run, sleep until submit() or the destructor calls.
-            if (queues.empty())
-                w.cv.wait(lock, [&w] { return w.stop || !w.incoming.empty(); });
+            if (queues.empty()) w.cv.wait(lock, [&w] { return w.stop || !w.incoming.empty(); });
             if (queues.empty() && w.incoming.empty()) return;  // stopping, all done
             for (auto& [queue, job] : w.incoming) queues[queue].push_back(std::move(job));
             w.incoming.clear();
@@ -87,15 +109,16 @@ void WorkerPool::run(Worker& w, int cpu) {
             it = q.empty() ? queues.erase(it) : std::next(it);
         }
         if (finished || queues.empty()) {
-            idle = 0;
+            idle_since = {};
             continue;
         }
-        // Everything waits for peers: spin briefly, then yield, then nap on one awaited flag (its
-        // change, or a short timeout, wakes us; new submissions are seen at the next pass).
-        ++idle;
-        if (idle < 64) {
+        // Everything waits for peers. A nap on one awaited flag ends when that flag changes or
+        // after a short timeout; new submissions are seen at the next pass.
+        auto now = clock::now();
+        if (idle_since == clock::time_point{}) idle_since = now;
+        if (now - idle_since < spin_for) {
             shm::cpu_relax();
-        } else if (idle < 128) {
+        } else if (now - idle_since < spin_for + yield_for) {
             std::this_thread::yield();
         } else if (Waiter* waiter = queues.begin()->second.front()->waiting()) {
             waiter->sleep(std::chrono::microseconds(queues.size() > 1 ? 100 : 1000));
@@ -104,7 +127,8 @@ void WorkerPool::run(Worker& w, int cpu) {
 }
 
 WorkerPool& workers() {
-    static WorkerPool pool(config().worker_count, config().worker_cpus);
+    static WorkerPool pool(config().worker_count, config().worker_cpus, config().local_rank,
+                           config().local_size * (1 + config().worker_count) > usable_cpus());
     return pool;
 }
 

@@ -19,8 +19,10 @@ namespace ccl {
 
 class WorkerPool {
 public:
-    // `cpus`: pin worker i to cpus[i % size]; empty leaves them to the OS.
-    WorkerPool(int count, const std::vector<int>& cpus);
+    // `cpus` is shared by the node's ranks: worker i of local rank r is pinned to
+    // cpus[(r * count + i) % size]; empty leaves the workers to the OS. `crowded`: the node's
+    // ranks and workers outnumber its cpus, so an idle worker must not spin.
+    WorkerPool(int count, const std::vector<int>& cpus, int local_rank, bool crowded);
     // Finishes what is queued (every wait has a deadline), then joins.
     ~WorkerPool();
     WorkerPool(const WorkerPool&) = delete;
@@ -39,7 +41,7 @@ private:
         bool stop = false;
         std::thread thread;
     };
-    static void run(Worker& w, int cpu);
+    static void run(Worker& w, bool crowded);
 
     std::vector<std::unique_ptr<Worker>> workers_;
 };

@@ -82,8 +82,8 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         for (int r = 0; r < n; ++r)
             srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
         co_await arena.buffer_free(1);
-        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo,
-               dtype, op, n);
+        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
+               op, n);
         arena.done();
         // Round 2: every reduced slice out.
         arena.begin_round(sig);

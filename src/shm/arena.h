@@ -52,8 +52,8 @@ public:
     void* own_buffer(int ahead = 0) const { return peer_buffer(rank_, ahead); }
     // A peer's buffer for the current round; read it only after its ready flag.
     void* peer_buffer(int peer, int ahead = 0) const;
-    void ready();  // this rank's data for the current round is in place
-    void done();   // this rank no longer touches the arena for the current round
+    void ready();              // this rank's data for the current round is in place
+    void done();               // this rank no longer touches the arena for the current round
     Flags ready_of(int peer);  // co_await: `peer` is ready in this round
     Flags all_ready();         // co_await: every rank is ready in this round
 

@@ -59,8 +59,7 @@ TEST(Arena, AllreduceAndBroadcastLoops) {
                                                CCL_SUM)
                         .run_blocking();
                 else
-                    ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32,
-                                             CCL_SUM)
+                    ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32, CCL_SUM)
                         .run_blocking();
                 for (size_t i = 0; i < count; ++i)
                     if (out[i] != n * (it + int(i)) + 1000 * n * (n - 1) / 2) ++wrong;
@@ -105,7 +104,8 @@ TEST(Arena, MismatchedCollectivesAreRefused) {
             if (r == 0)
                 ccl::shm::barrier(*arenas[0], 4).run_blocking();
             else
-                ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM).run_blocking();
+                ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM)
+                    .run_blocking();
         } catch (const ccl::Error& e) {
             if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
         }

@@ -10,22 +10,6 @@ using namespace test;
 
 namespace {
 
-// The call fails with `code` and leaves a message mentioning `word`.
-#define EXPECT_FAILS(call, code, word)                                                      \
-    do {                                                                                    \
-        ccl_result_t r_ = (call);                                                           \
-        EXPECT_EQ(r_, code) << #call << ": " << ccl_last_error();                           \
-        EXPECT_NE(std::string(ccl_last_error()).find(word), std::string::npos)              \
-            << #call << ": message '" << ccl_last_error() << "' does not mention '" << word \
-            << "'";                                                                         \
-    } while (0)
-
-void expect_comm_still_works() {
-    int v = 1;
-    CCL_OK(ccl_allreduce(&v, &v, 1, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr));
-    EXPECT_EQ(v, g_size);
-}
-
 TEST(BadInput, NullBuffers) {
     float x = 0;
     EXPECT_FAILS(ccl_allreduce(nullptr, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, nullptr),

@@ -48,24 +48,6 @@ void allreduce_checked(size_t count, const ccl_coll_attr_t& attr, int k, ccl_com
     EXPECT_EQ(wrong_fsum(recv, k, attr.match_id ? attr.match_id : "NULL"), 0u);
 }
 
-// The call fails with `code` and leaves a message mentioning `word`.
-#define EXPECT_FAILS(call, code, word)                                                      \
-    do {                                                                                    \
-        ccl_result_t r_ = (call);                                                           \
-        EXPECT_EQ(r_, code) << #call << ": " << ccl_last_error();                           \
-        EXPECT_NE(std::string(ccl_last_error()).find(word), std::string::npos)              \
-            << #call << ": message '" << ccl_last_error() << "' does not mention '" << word \
-            << "'";                                                                         \
-    } while (0)
-
-void expect_comm_still_works(ccl_comm_t comm = g_comm) {
-    std::vector<int32_t> v(7);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = g_rank + int32_t(i);
-    CCL_OK(ccl_allreduce(v.data(), v.data(), v.size(), CCL_INT32, CCL_SUM, comm, nullptr, nullptr));
-    for (size_t i = 0; i < v.size(); ++i)
-        EXPECT_EQ(v[i], g_size * (g_size - 1) / 2 + g_size * int32_t(i));
-}
-
 TEST(Cache, HitWithNewBuffers) {
     ccl_coll_attr_t attr = cached("hit-allreduce");
     for (int k = 0; k < 20; ++k) allreduce_checked(5000, attr, k);  // new vectors every time

@@ -47,22 +47,6 @@ std::vector<int32_t> bcast_data(int root, size_t n, int k) {
     return v;
 }
 
-// The call fails with `code` and leaves a message mentioning `word`.
-#define EXPECT_FAILS(call, code, word)                                                      \
-    do {                                                                                    \
-        ccl_result_t r_ = (call);                                                           \
-        EXPECT_EQ(r_, code) << #call << ": " << ccl_last_error();                           \
-        EXPECT_NE(std::string(ccl_last_error()).find(word), std::string::npos)              \
-            << #call << ": message '" << ccl_last_error() << "' does not mention '" << word \
-            << "'";                                                                         \
-    } while (0)
-
-void expect_comm_still_works() {
-    int v = 1;
-    CCL_OK(ccl_allreduce(&v, &v, 1, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr));
-    EXPECT_EQ(v, g_size);
-}
-
 // Several small allreduces (types, reductions, sizes, in place or not) and a broadcast, blocking:
 // recorded only until ccl_group_end, right after it.
 TEST(Groups, BlockingMixedCalls) {

@@ -86,22 +86,6 @@ ccl_result_t poll_until_done(ccl_request_t req, long* polls = nullptr) {
     }
 }
 
-// The call fails with `code` and leaves a message mentioning `word`.
-#define EXPECT_FAILS(call, code, word)                                                      \
-    do {                                                                                    \
-        ccl_result_t r_ = (call);                                                           \
-        EXPECT_EQ(r_, code) << #call << ": " << ccl_last_error();                           \
-        EXPECT_NE(std::string(ccl_last_error()).find(word), std::string::npos)              \
-            << #call << ": message '" << ccl_last_error() << "' does not mention '" << word \
-            << "'";                                                                         \
-    } while (0)
-
-void expect_comm_still_works(ccl_comm_t comm = g_comm) {
-    int v = 1;
-    CCL_OK(ccl_allreduce(&v, &v, 1, CCL_INT32, CCL_SUM, comm, nullptr, nullptr));
-    EXPECT_EQ(v, g_size);
-}
-
 TEST(Nonblocking, AllreduceWait) {
     int k = 0;
     for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(1000), size_t(70001)})

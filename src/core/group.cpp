@@ -1,5 +1,6 @@
 #include "core/group.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/planner.h"
@@ -23,17 +24,28 @@ struct GroupState {
 
 thread_local GroupState group;
 
-// Issues calls[begin, end), all on one communicator and fusable, as one step.
-void issue_fused(const std::vector<Recorded>& calls, size_t begin, size_t end) {
-    std::vector<GroupCall> parts;
-    std::vector<std::shared_ptr<Request>> reqs;
-    for (size_t i = begin; i < end; ++i) {
-        parts.push_back(calls[i].call);
-        reqs.push_back(calls[i].req);
-    }
+// Issues calls[begin, end) as one unit: one fused step when there are several, else the call's own
+// schedule. A call that cannot be issued (a broken communicator, a match_id cached for another
+// call) completes with that error at once, so that no request is left waiting.
+void issue(const std::vector<Recorded>& calls, size_t begin, size_t end) {
     Communicator& comm = *calls[begin].comm;
-    comm.start(std::make_shared<const Schedule>(plan_fused_allreduce(comm, parts)), {},
-               std::move(reqs));
+    try {
+        if (end - begin == 1) {
+            const Recorded& r = calls[begin];
+            comm.start(comm.schedule_for(r.call.sig, r.opts), r.call.bufs, {r.req});
+            return;
+        }
+        std::vector<GroupCall> parts;
+        std::vector<std::shared_ptr<Request>> reqs;
+        for (size_t i = begin; i < end; ++i) {
+            parts.push_back(calls[i].call);
+            reqs.push_back(calls[i].req);
+        }
+        comm.start(std::make_shared<const Schedule>(plan_fused_allreduce(comm, parts)), {},
+                   std::move(reqs));
+    } catch (const Error& e) {
+        for (size_t i = begin; i < end; ++i) calls[i].req->complete(e.code(), e.what());
+    }
 }
 
 // The longest run of calls from `begin` that fuses (at least two), or 0.
@@ -71,17 +83,9 @@ void group_end() {
     // Everything goes to the workers, so that calls on different communicators progress together
     // (as NCCL's groups let them); each communicator's calls stay in order.
     for (size_t i = 0; i < calls.size();) {
-        if (size_t n = fusable_run(calls, i)) {
-            issue_fused(calls, i, i + n);
-            i += n;
-            continue;
-        }
-        Recorded& r = calls[i++];
-        try {
-            r.comm->start(r.comm->schedule_for(r.call.sig, r.opts), r.call.bufs, {r.req});
-        } catch (const Error& e) {  // e.g. a match_id cached for another call
-            r.req->complete(e.code(), e.what());
-        }
+        size_t n = std::max<size_t>(1, fusable_run(calls, i));
+        issue(calls, i, i + n);
+        i += n;
     }
     // Wait for every blocking call before reporting any failure: none may still be writing into
     // the caller's buffers once this returns.

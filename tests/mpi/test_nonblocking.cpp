@@ -259,8 +259,9 @@ TEST(Nonblocking, ChainedOnOneBufferRunInIssueOrder) {
             int64_t acc = v[0];
             for (int r = 1; r < g_size; ++r) {
                 int64_t y = v[size_t(r)];
-                acc = op == CCL_SUM    ? acc + y
-                      : op == CCL_PROD ? acc * y
+                // Sums and products wrap, as the library's do: compute them unsigned.
+                acc = op == CCL_SUM    ? int64_t(uint64_t(acc) + uint64_t(y))
+                      : op == CCL_PROD ? int64_t(uint64_t(acc) * uint64_t(y))
                       : op == CCL_MIN  ? std::min(acc, y)
                                        : std::max(acc, y);
             }

@@ -12,6 +12,7 @@
 #include "core/executor.h"
 #include "core/log.h"
 #include "core/planner.h"
+#include "core/reduce.h"
 #include "core/schedule_cache.h"
 #include "core/worker.h"
 #include "kvs/kvs.h"
@@ -82,8 +83,8 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
     kvs.barrier(prefix + "mapped", size, cfg.kvs_timeout_s);
     if (rank == 0) arena_->segment().unlink();
     workers();  // started now, so that the first nonblocking call does not pay for it
-    log().info("rank {}/{}: communicator ready, transport shm ({} KiB per buffer)", rank, size,
-               buffer_size >> 10);
+    log().info("rank {}/{}: communicator ready, transport shm ({} KiB per buffer), {} kernels",
+               rank, size, buffer_size >> 10, isa_name(reduce_isa()));
 }
 
 void Communicator::check_broken() {

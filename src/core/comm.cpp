@@ -47,10 +47,8 @@ std::string segment_name() {
     return s.str();
 }
 
-}  // namespace
-
-namespace {
 std::atomic<uint64_t> next_comm_id{1};  // communicator ids, never reused
+
 }  // namespace
 
 Communicator::Communicator(int size, int rank, kvs::Client& kvs)

@@ -9,6 +9,8 @@ void execute(const Schedule& schedule, const Buffers& bufs) {
 }
 
 bool Execution::progress() {
+    ccl_result_t code = CCL_SUCCESS;
+    std::string message;
     try {
         while (step_ < schedule_->steps.size()) {
             if (!task_.valid()) task_ = schedule_->steps[step_].start(bufs_);
@@ -18,12 +20,14 @@ bool Execution::progress() {
             task_ = Task();
             ++step_;
         }
-        on_done_(CCL_SUCCESS, {});
     } catch (const Error& e) {
-        on_done_(e.code(), e.what());
+        code = e.code();
+        message = e.what();
     } catch (const std::exception& e) {
-        on_done_(CCL_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+        code = CCL_ERROR_INTERNAL;
+        message = std::string("internal error: ") + e.what();
     }
+    on_done_(code, message);  // once, outside the try: its own failure is not the step's
     return true;
 }
 

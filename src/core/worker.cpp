@@ -76,6 +76,7 @@ void WorkerPool::submit(uint64_t queue, std::unique_ptr<Execution> job) {
     {
         std::lock_guard<std::mutex> lock(w.mu);
         w.incoming.emplace_back(queue, std::move(job));
+        w.has_incoming.store(true, std::memory_order_release);
     }
     w.cv.notify_one();
 }
@@ -91,13 +92,14 @@ void WorkerPool::run(Worker& w, bool crowded) {
     std::map<uint64_t, std::deque<std::unique_ptr<Execution>>> queues;
     clock::time_point idle_since{};  // when the passes that finish nothing began
     for (;;) {
-        {
+        if (queues.empty() || w.has_incoming.load(std::memory_order_acquire)) {
             std::unique_lock<std::mutex> lock(w.mu);
             // With nothing to run, sleep until submit() or the destructor calls.
             if (queues.empty()) w.cv.wait(lock, [&w] { return w.stop || !w.incoming.empty(); });
             if (queues.empty() && w.incoming.empty()) return;  // stopping, all done
             for (auto& [queue, job] : w.incoming) queues[queue].push_back(std::move(job));
             w.incoming.clear();
+            w.has_incoming.store(false, std::memory_order_relaxed);
         }
         bool finished = false;
         for (auto it = queues.begin(); it != queues.end();) {

@@ -4,6 +4,7 @@
 // its own peers), so ranks that interleave communicators differently never deadlock.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,7 @@ private:
         std::mutex mu;
         std::condition_variable cv;
         std::vector<std::pair<uint64_t, std::unique_ptr<Execution>>> incoming;
+        std::atomic<bool> has_incoming{false};  // lets a busy worker skip the lock
         bool stop = false;
         std::thread thread;
     };

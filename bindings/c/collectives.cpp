@@ -1,6 +1,7 @@
 // The collectives of the C ABI: argument checks, then the communicator runs the call.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/group.h"
 #include "core/reduce.h"
@@ -37,12 +38,14 @@ void check_buffer(const void* p, size_t bytes, const char* name) {
         throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
 }
 
-// In place means send == recv exactly; a partial overlap would give wrong results.
-void check_overlap(const void* send, const void* recv, size_t bytes) {
+// Buffers that overlap (other than in a collective's in-place form, which callers let through)
+// would give wrong results.
+void check_overlap(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
+                   const char* in_place) {
     auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-    if (s != r && bytes > 0 && s < r + bytes && r < s + bytes)
+    if (send_bytes > 0 && recv_bytes > 0 && s < r + recv_bytes && r < s + send_bytes)
         throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "send and recv overlap without being equal (in place needs send == recv)");
+                    std::string("send and recv overlap (in place needs ") + in_place + ")");
 }
 
 void check_root(int root, const Communicator& comm) {
@@ -50,6 +53,36 @@ void check_root(int root, const Communicator& comm) {
         throw Error(CCL_ERROR_INVALID_ARGUMENT, "root is " + std::to_string(root) +
                                                     ", must be in [0, " +
                                                     std::to_string(comm.size()) + ")");
+}
+
+void check_peer(int peer, const Communicator& comm) {
+    if (peer < 0 || peer >= comm.size())
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, "peer is " + std::to_string(peer) +
+                                                    ", must be in [0, " +
+                                                    std::to_string(comm.size()) + ")");
+}
+
+// A per-rank count array, copied; with the byte size of all its blocks together.
+std::vector<size_t> check_counts(const size_t* counts, const Communicator& comm,
+                                 ccl_datatype_t dtype, const char* name, size_t* total_bytes) {
+    if (!counts) throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+    std::vector<size_t> v(counts, counts + comm.size());
+    size_t total = 0;
+    for (size_t c : v) {
+        size_t bytes = byte_size(c, dtype);
+        if (bytes > size_t(PTRDIFF_MAX) - total)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        std::string("the counts of ") + name + " overflow the address space");
+        total += bytes;
+    }
+    *total_bytes = total;
+    return v;
+}
+
+// Block `block` of a buffer of equal blocks of `bytes` each: where in-place collectives put their
+// own data.
+const char* block_of(const void* buf, size_t bytes, int block) {
+    return static_cast<const char*>(buf) + bytes * size_t(block);
 }
 
 void check_attr(const ccl_coll_attr_t* attr) {
@@ -74,8 +107,8 @@ CallOptions options(const ccl_coll_attr_t* attr) {
 }
 
 // Runs, queues or records (in a group) a checked call, as its attributes and `req` ask.
-void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig,
-            const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig, Buffers bufs,
+            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     CallOptions opts = options(attr);
     if (group_active()) {
         std::shared_ptr<Request> r = req ? std::make_shared<Request>() : nullptr;
@@ -124,9 +157,9 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
         size_t bytes = byte_size(count, dtype);
         check_buffer(send, bytes, "send");
         check_buffer(recv, bytes, "recv");
-        check_overlap(send, recv, bytes);
+        if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         check_attr(attr);
-        submit(c, {CollType::allreduce, count, dtype, op, 0}, {send, recv}, attr, req);
+        submit(c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr, req);
     });
 }
 
@@ -138,7 +171,7 @@ ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int ro
         check_buffer(buf, byte_size(count, dtype), "buf");
         check_root(root, *c);
         check_attr(attr);
-        submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf}, attr, req);
+        submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr, req);
     });
 }
 
@@ -146,6 +179,156 @@ ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
         auto c = comm_table().get(comm, "communicator");
         submit(c, CollSignature{}, {}, nullptr, req);
+    });
+}
+
+ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
+                        ccl_reduction_t op, int root, ccl_comm_t comm, const ccl_coll_attr_t* attr,
+                        ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        check_op(op);
+        check_root(root, *c);
+        size_t bytes = byte_size(count, dtype);
+        check_buffer(send, bytes, "send");
+        if (c->rank() == root) {
+            check_buffer(recv, bytes, "recv");
+            if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
+        }
+        check_attr(attr);
+        submit(c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr, req);
+    });
+}
+
+ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_datatype_t dtype,
+                           ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        size_t bytes = byte_size(sendcount, dtype);
+        size_t total = byte_size(sendcount, dtype) * size_t(c->size());
+        if (total / size_t(c->size()) != bytes || total > size_t(PTRDIFF_MAX))
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "sendcount times the communicator's size "
+                        "overflows the address space");
+        check_buffer(send, bytes, "send");
+        check_buffer(recv, total, "recv");
+        if (send != block_of(recv, bytes, c->rank()))
+            check_overlap(send, bytes, recv, total, "send == recv + rank * sendcount");
+        check_attr(attr);
+        submit(c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
+    });
+}
+
+ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
+                            const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
+                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        size_t total = 0;
+        std::vector<size_t> counts = check_counts(recvcounts, *c, dtype, "recvcounts", &total);
+        if (sendcount != counts[size_t(c->rank())])
+            throw Error(CCL_ERROR_INVALID_ARGUMENT, "sendcount is " + std::to_string(sendcount) +
+                                                        " but recvcounts[" +
+                                                        std::to_string(c->rank()) + "] is " +
+                                                        std::to_string(counts[size_t(c->rank())]));
+        size_t bytes = byte_size(sendcount, dtype), offset = 0;
+        for (int r = 0; r < c->rank(); ++r) offset += counts[size_t(r)] * dtype_size(dtype);
+        check_buffer(send, bytes, "send");
+        check_buffer(recv, total, "recv");
+        if (send != block_of(recv, offset, 1))
+            check_overlap(send, bytes, recv, total, "send == recv + this rank's offset");
+        check_attr(attr);
+        size_t count = total / dtype_size(dtype);
+        submit(c, {CollType::allgatherv, count, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
+               attr, req);
+    });
+}
+
+ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
+                                ccl_datatype_t dtype, ccl_reduction_t op, ccl_comm_t comm,
+                                const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        check_op(op);
+        size_t bytes = byte_size(recvcount, dtype);
+        size_t total = bytes * size_t(c->size());
+        if (total / size_t(c->size()) != bytes || total > size_t(PTRDIFF_MAX))
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "recvcount times the communicator's size "
+                        "overflows the address space");
+        check_buffer(send, total, "send");
+        check_buffer(recv, bytes, "recv");
+        if (recv != block_of(send, bytes, c->rank()))
+            check_overlap(send, total, recv, bytes, "recv == send + rank * recvcount");
+        check_attr(attr);
+        submit(c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr, req);
+    });
+}
+
+ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
+                          ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        size_t bytes = byte_size(count, dtype);
+        size_t total = bytes * size_t(c->size());
+        if (total / size_t(c->size()) != bytes || total > size_t(PTRDIFF_MAX))
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "count times the communicator's size overflows the address space");
+        check_buffer(send, total, "send");
+        check_buffer(recv, total, "recv");
+        if (send != recv) check_overlap(send, total, recv, total, "send == recv");
+        check_attr(attr);
+        submit(c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
+    });
+}
+
+ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* recv,
+                           const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
+                           const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        size_t send_total = 0, recv_total = 0;
+        std::vector<size_t> counts = check_counts(sendcounts, *c, dtype, "sendcounts", &send_total);
+        std::vector<size_t> rcounts =
+            check_counts(recvcounts, *c, dtype, "recvcounts", &recv_total);
+        check_buffer(send, send_total, "send");
+        check_buffer(recv, recv_total, "recv");
+        if (send == recv && send_total > 0 && recv_total > 0)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "alltoallv cannot run in place (send == recv): use separate buffers");
+        check_overlap(send, send_total, recv, recv_total, "separate buffers for alltoallv");
+        check_attr(attr);
+        counts.insert(counts.end(), rcounts.begin(), rcounts.end());
+        submit(c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
+               attr, req);
+    });
+}
+
+ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
+                      ccl_comm_t comm, ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_peer(peer, *c);
+        submit(c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr, req);
+    });
+}
+
+ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, ccl_comm_t comm,
+                      ccl_request_t* req) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        check_dtype(dtype);
+        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_peer(peer, *c);
+        submit(c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr, req);
     });
 }
 

@@ -92,6 +92,19 @@ ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size) {
     });
 }
 
+ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t* newcomm) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        require_out(newcomm, "newcomm");
+        *newcomm = nullptr;
+        if (color < 0 && color != CCL_UNDEFINED)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "color is " + std::to_string(color) + ": must be >= 0 or CCL_UNDEFINED");
+        if (auto sub = c->split(color, key))
+            *newcomm = comm_table().add<ccl_comm_t>(std::move(sub));
+    });
+}
+
 ccl_result_t ccl_comm_destroy(ccl_comm_t comm) {
     return guarded(__func__, [&] {
         auto c = comm_table().remove(comm, "communicator");

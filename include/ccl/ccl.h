@@ -153,6 +153,16 @@ CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 
 /*
+ * Splits a communicator (MPI_Comm_split semantics). Collective over `comm`: every rank calls it.
+ * Ranks passing the same `color` (>= 0) form a new communicator, ranked by `key` and then by their
+ * rank in `comm`; a rank passing CCL_UNDEFINED gets *newcomm = NULL. The new communicator is
+ * independent of its parent: both may be used, each from one thread at a time, and destroyed in
+ * any order.
+ */
+#define CCL_UNDEFINED (-1)
+CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t* newcomm);
+
+/*
  * Collectives. Every rank of the communicator calls the same collectives in the same order with
  * matching count, datatype, reduction and root. In place when send == recv. `attr` may be NULL.
  *
@@ -174,6 +184,61 @@ CCL_API ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype
                                    ccl_comm_t comm, const ccl_coll_attr_t* attr,
                                    ccl_request_t* req);
 CCL_API ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req);
+
+/* The reduction of every rank's `send` lands in `recv` at `root` only (recv may be NULL on the
+ * other ranks). In place at the root when send == recv. */
+CCL_API ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
+                                ccl_reduction_t op, int root, ccl_comm_t comm,
+                                const ccl_coll_attr_t* attr, ccl_request_t* req);
+
+/*
+ * The gathers, reduce-scatter and all-to-alls place blocks in rank order: rank r's block starts
+ * at element r * count of a buffer of size * count elements, or, for the v-variants, at the sum of
+ * the counts of ranks 0 .. r-1 (blocks packed contiguously, no displacements). Count arrays have
+ * one entry per rank and are copied before the call returns.
+ *
+ * In place: allgather(v) when send is this rank's own block of recv (recv + offset of this rank),
+ * reduce_scatter when recv is this rank's own block of send, alltoall when send == recv. alltoallv
+ * is never in place. Any other overlap of send and recv is refused.
+ */
+/* recv (size * sendcount elements) gets every rank's sendcount elements. */
+CCL_API ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount,
+                                   ccl_datatype_t dtype, ccl_comm_t comm,
+                                   const ccl_coll_attr_t* attr, ccl_request_t* req);
+/* recv gets rank r's recvcounts[r] elements for every r; sendcount == recvcounts[this rank].
+ * Every rank passes the same recvcounts. */
+CCL_API ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
+                                    const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
+                                    const ccl_coll_attr_t* attr, ccl_request_t* req);
+/* send holds size * recvcount elements; recv (recvcount elements) gets the reduction of block
+ * `rank` of every rank's send. */
+CCL_API ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
+                                        ccl_datatype_t dtype, ccl_reduction_t op, ccl_comm_t comm,
+                                        const ccl_coll_attr_t* attr, ccl_request_t* req);
+/* Block j of send (count elements) goes to rank j, landing as block `rank` of its recv. */
+CCL_API ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
+                                  ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req);
+/* Block j of send (sendcounts[j] elements) goes to rank j, landing as block `rank` of its recv;
+ * recvcounts[j] must equal rank j's sendcounts[this rank] (a mismatch fails on every rank with
+ * CCL_ERROR_INVALID_USAGE). */
+CCL_API ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* recv,
+                                   const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
+                                   const ccl_coll_attr_t* attr, ccl_request_t* req);
+
+/*
+ * Point to point. Messages from one rank to another are matched in the order they were sent; the
+ * receiver's count and datatype must match the sender's (else the receive fails with
+ * CCL_ERROR_INVALID_USAGE and the message is dropped). A rank may send to itself.
+ *
+ * A send never waits for its receiver: it completes once the data is copied out of `buf` (into
+ * shared memory that grows as needed), so exchanges and rings of blocking sends cannot deadlock.
+ * Receives run in issue order with the communicator's collectives (a nonblocking receive that
+ * waits delays the collectives issued after it); sends do not queue behind them.
+ */
+CCL_API ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
+                              ccl_comm_t comm, ccl_request_t* req);
+CCL_API ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer,
+                              ccl_comm_t comm, ccl_request_t* req);
 
 /*
  * Requests. ccl_wait blocks until the collective completes and returns its result (its own error

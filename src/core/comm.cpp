@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -49,22 +50,83 @@ std::string segment_name() {
 
 std::atomic<uint64_t> next_comm_id{1};  // communicator ids, never reused
 
+// Shares through the KVS: rank 0 puts, the others get.
+class KvsBootstrap final : public Bootstrap {
+public:
+    KvsBootstrap(kvs::Client& kvs, int size, int rank)
+        : kvs_(kvs), prefix_(next_prefix(kvs.address(), size)), size_(size), rank_(rank) {}
+    std::string from_root(const std::string& value) override {
+        if (rank_ != 0) return kvs_.get(prefix_ + "shm", config().kvs_timeout_s);
+        kvs_.put(prefix_ + "shm", value);
+        return value;
+    }
+    void barrier() override { kvs_.barrier(prefix_ + "mapped", size_, config().kvs_timeout_s); }
+
+private:
+    kvs::Client& kvs_;
+    std::string prefix_;
+    int size_, rank_;
+};
+
+// Shares over the parent of a split: every parent rank makes the same calls, whatever its color,
+// and gets its own group's root's value (root < 0: none).
+class ParentBootstrap final : public Bootstrap {
+public:
+    ParentBootstrap(Communicator& parent, int root) : parent_(parent), root_(root) {}
+    std::string from_root(const std::string& value) override {
+        shared_ = true;
+        constexpr size_t kRecord = 256;
+        std::vector<char> mine(kRecord, 0), all(kRecord * size_t(parent_.size()));
+        value.copy(mine.data(), kRecord - 1);
+        parent_.run({CollType::allgather, kRecord, CCL_UINT8, CCL_SUM, 0},
+                    {mine.data(), all.data(), {}});
+        return root_ < 0 ? std::string() : std::string(all.data() + size_t(root_) * kRecord);
+    }
+    void barrier() override {
+        synced_ = true;
+        parent_.run(CollSignature{}, {});
+    }
+    // The calls a failed constructor did not get to, so that no other rank waits for them.
+    void finish() noexcept {
+        try {
+            if (!shared_) from_root("");
+            if (!synced_) barrier();
+        } catch (const Error&) {  // the parent is broken: the others see that too
+        }
+    }
+
+private:
+    Communicator& parent_;
+    int root_;
+    bool shared_ = false, synced_ = false;
+};
+
+std::unique_ptr<Bootstrap> kvs_bootstrap(kvs::Client& kvs, int size, int rank) {
+    return std::make_unique<KvsBootstrap>(kvs, size, rank);
+}
+
 }  // namespace
 
 Communicator::Communicator(int size, int rank, kvs::Client& kvs)
+    : Communicator(size, rank, *kvs_bootstrap(kvs, size, rank)) {}
+
+Communicator::Communicator(int size, int rank, Bootstrap& boot)
     : id_(next_comm_id++), size_(size), rank_(rank), config_(ccl::config()) {
     const Config& cfg = config_;
-    const std::string prefix = next_prefix(kvs.address(), size);
     const std::string host = host_id();
     size_t buffer_size = cfg.shm_buffer_size;
+    std::string shared;
     if (rank == 0) {
-        // Lay the arena out before publishing its name: a peer may map it at once.
+        // Lay the segments out before publishing their name: a peer may map them at once.
         std::string name = segment_name();
         arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size, buffer_size)),
                        size, rank, buffer_size, cfg.timeout_s, true);
-        kvs.put(prefix + "shm", name + " " + std::to_string(buffer_size) + " " + host);
-    } else {
-        std::istringstream in(kvs.get(prefix + "shm", cfg.kvs_timeout_s));
+        mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size)),
+                         name + "-d", *arena_);
+        shared = name + " " + std::to_string(buffer_size) + " " + host;
+    }
+    std::istringstream in(boot.from_root(shared));
+    if (rank != 0) {
         std::string name, root_host;
         in >> name >> buffer_size >> root_host;
         if (root_host != host)
@@ -75,14 +137,42 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
                             "which this build does not have yet");
         arena_.emplace(shm::Segment::open(name, shm::Arena::bytes_needed(size, buffer_size)), size,
                        rank, buffer_size, cfg.timeout_s, false);
+        mailbox_.emplace(shm::Segment::open(name + "-m", shm::Mailbox::bytes_needed(size)),
+                         name + "-d", *arena_);
     }
-    // Once every rank has mapped the arena its name can go: nothing is left in /dev/shm, whatever
-    // happens to the processes later.
-    kvs.barrier(prefix + "mapped", size, cfg.kvs_timeout_s);
-    if (rank == 0) arena_->segment().unlink();
+    // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,
+    // whatever happens to the processes later.
+    boot.barrier();
+    if (rank == 0) {
+        arena_->segment().unlink();
+        mailbox_->segment().unlink();
+    }
     workers();  // started now, so that the first nonblocking call does not pay for it
     log().info("rank {}/{}: communicator ready, transport shm ({} KiB per buffer), {} kernels",
                rank, size, buffer_size >> 10, isa_name(reduce_isa()));
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+    std::vector<int32_t> mine{color, key}, all(2 * size_t(size_));
+    run({CollType::allgather, 2, CCL_INT32, CCL_SUM, 0}, {mine.data(), all.data(), {}});
+    std::vector<int> members;  // parent ranks of my color, in their new order
+    for (int r = 0; r < size_; ++r)
+        if (color != CCL_UNDEFINED && all[2 * size_t(r)] == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int a, int b) { return all[2 * size_t(a) + 1] < all[2 * size_t(b) + 1]; });
+    ParentBootstrap boot(*this, members.empty() ? -1 : members[0]);
+    if (members.empty()) {
+        boot.finish();  // takes part in the other colors' bootstrap
+        check_broken();
+        return nullptr;
+    }
+    int new_rank = int(std::find(members.begin(), members.end(), rank_) - members.begin());
+    try {
+        return std::make_shared<Communicator>(int(members.size()), new_rank, boot);
+    } catch (const Error&) {
+        boot.finish();
+        throw;
+    }
 }
 
 void Communicator::check_broken() {
@@ -130,11 +220,15 @@ void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
     }
 }
 
+void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
+    run(schedule_for(sig, {}), bufs);
+}
+
 void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& bufs) {
     check_broken();
     // Only this communicator's (single) user thread adds work, so when nothing is pending no
     // worker touches the arena and the call may run right here.
-    if (pending_.load(std::memory_order_acquire) == 0) {
+    if (schedule->sig.coll == CollType::send || pending_.load(std::memory_order_acquire) == 0) {
         execute_now(*schedule, bufs);
         return;
     }
@@ -147,6 +241,18 @@ void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& 
 void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
                          std::vector<std::shared_ptr<Request>> reqs) {
     check_broken();
+    if (schedule->sig.coll == CollType::send) {  // never queues (see run)
+        ccl_result_t code = CCL_SUCCESS;
+        std::string message;
+        try {
+            execute_now(*schedule, bufs);
+        } catch (const Error& e) {
+            code = e.code();
+            message = e.what();
+        }
+        for (const auto& r : reqs) r->complete(code, message);
+        return;
+    }
     pending_.fetch_add(1, std::memory_order_acq_rel);
     // The execution keeps this communicator alive until it has run.
     auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,

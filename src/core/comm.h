@@ -17,6 +17,7 @@
 #include "core/request.h"
 #include "core/schedule.h"
 #include "shm/arena.h"
+#include "shm/mailbox.h"
 
 namespace ccl {
 
@@ -30,11 +31,26 @@ struct CallOptions {
     bool to_cache = false;
 };
 
+// How the ranks of a new communicator share what its rank 0 set up: through the KVS, or over the
+// communicator it is split from.
+class Bootstrap {
+public:
+    virtual ~Bootstrap() = default;
+    // Rank 0 passes its value; every rank gets it. Called once, then barrier() once.
+    virtual std::string from_root(const std::string& value) = 0;
+    virtual void barrier() = 0;
+};
+
 class Communicator : public std::enable_shared_from_this<Communicator> {
 public:
     // Collective: every rank of the communicator calls it (in the same order for every
-    // communicator created over one KVS). Sets up the arena through the KVS.
+    // communicator created over one KVS). Sets up the shared memory through the KVS.
     Communicator(int size, int rank, kvs::Client& kvs);
+    // The same, with whatever bootstrap.
+    Communicator(int size, int rank, Bootstrap& boot);
+
+    // ccl_comm_split: collective over this communicator. Null for CCL_UNDEFINED.
+    std::shared_ptr<Communicator> split(int color, int key);
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
 
@@ -42,6 +58,7 @@ public:
     int size() const { return size_; }
     uint64_t id() const { return id_; }  // unique in this process
     shm::Arena& arena() { return *arena_; }
+    shm::Mailbox& mailbox() { return *mailbox_; }
     const Config& config() const { return config_; }  // as it was when the communicator was made
 
     // The schedule for a call: from the match_id cache, the previous call's if the signature is
@@ -49,8 +66,11 @@ public:
     std::shared_ptr<const Schedule> schedule_for(const CollSignature& sig, const CallOptions& opts);
 
     // Runs a schedule and returns when it is done: on this thread when none of this
-    // communicator's work is queued, else behind the queued work.
+    // communicator's work is queued, else behind the queued work. Sends never queue: they wait
+    // for nobody (but a free descriptor) and touch only their own mailbox state.
     void run(std::shared_ptr<const Schedule> schedule, const Buffers& bufs);
+    // Plans and runs a blocking call made from inside ccl.
+    void run(const CollSignature& sig, const Buffers& bufs);
     // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
     // result.
     void start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
@@ -70,6 +90,7 @@ private:
     int rank_;
     Config config_;
     std::optional<shm::Arena> arena_;
+    std::optional<shm::Mailbox> mailbox_;
     std::shared_ptr<const Schedule> last_;  // the last uncached call's plan (caller's thread only)
     std::set<const char*> logged_;          // algorithm choices reported at info (caller only)
 

@@ -13,7 +13,18 @@ namespace {
 
 // Algorithm ids salt the round signature: ranks that chose differently (different CCL_* settings)
 // fail with a mismatch instead of mixing algorithms.
-enum Algo : uint64_t { kDirect = 1, kRsag, kBroadcast, kBarrier, kFused };
+enum Algo : uint64_t {
+    kDirect = 1,
+    kRsag,
+    kBroadcast,
+    kBarrier,
+    kFused,
+    kReduceDirect,
+    kReduceSplit,
+    kAllgather,
+    kReduceScatter,
+    kAlltoall
+};
 
 Step local_copy(size_t bytes) {
     return {"local_copy", [bytes](const Buffers& b) -> Task {
@@ -38,6 +49,25 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
             }};
 }
 
+Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig) {
+    const size_t bytes = sig.count * dtype_size(sig.dtype);
+    if (bytes <= cfg.allreduce_direct_max)
+        return {"shm/reduce_direct",
+                [&arena, sig, digest = sig.digest(kReduceDirect)](const Buffers& b) {
+                    return shm::reduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                              sig.op, sig.root);
+                }};
+    return {"shm/reduce_split", [&arena, sig, digest = sig.digest(kReduceSplit)](const Buffers& b) {
+                return shm::reduce_split(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                         sig.op, sig.root);
+            }};
+}
+
+// The digest a send and its receive share: count and datatype.
+uint32_t p2p_digest(const CollSignature& sig) {
+    return CollSignature{CollType::send, sig.count, sig.dtype, CCL_SUM, 0}.digest();
+}
+
 }  // namespace
 
 Schedule plan(Communicator& comm, const CollSignature& sig) {
@@ -60,6 +90,68 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
                                    digest = sig.digest(kBroadcast)](const Buffers& b) {
                      return shm::broadcast(arena, digest, b.recv, bytes, root);
                  }});
+            break;
+        case CollType::reduce:
+            if (sig.count == 0) break;
+            if (comm.size() == 1)
+                s.steps.push_back(local_copy(bytes));
+            else
+                s.steps.push_back(plan_reduce(comm.config(), arena, sig));
+            break;
+        case CollType::allgather:
+        case CollType::allgatherv: {
+            if (sig.count == 0) break;
+            // allgather's counts are all the same: kept in the step, not passed with each call.
+            std::vector<size_t> equal;
+            if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
+            s.steps.push_back(
+                {"shm/allgatherv", [&arena, dtype = sig.dtype, equal = std::move(equal),
+                                    digest = sig.digest(kAllgather)](const Buffers& b) {
+                     return shm::allgatherv(arena, digest, b.send, b.recv,
+                                            equal.empty() ? b.counts : equal, dtype);
+                 }});
+            break;
+        }
+        case CollType::reduce_scatter:
+            if (sig.count == 0) break;
+            if (comm.size() == 1) {
+                s.steps.push_back(local_copy(bytes));
+                break;
+            }
+            s.steps.push_back(
+                {"shm/reduce_scatter",
+                 [&arena, sig, digest = sig.digest(kReduceScatter)](const Buffers& b) {
+                     return shm::reduce_scatter(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                                sig.op);
+                 }});
+            break;
+        case CollType::alltoall:
+        case CollType::alltoallv: {
+            if (sig.coll == CollType::alltoall && sig.count == 0) break;
+            std::vector<size_t> equal;
+            if (sig.coll == CollType::alltoall) equal.assign(size_t(comm.size()), sig.count);
+            s.steps.push_back(
+                {"shm/alltoallv", [&arena, dtype = sig.dtype, equal = std::move(equal),
+                                   digest = sig.digest(kAlltoall)](const Buffers& b) {
+                     const size_t n = size_t(arena.nranks());
+                     const size_t* send_counts = equal.empty() ? b.counts.data() : equal.data();
+                     const size_t* recv_counts = equal.empty() ? send_counts + n : equal.data();
+                     return shm::alltoallv(arena, digest, b.send, send_counts, b.recv, recv_counts,
+                                           dtype);
+                 }});
+            break;
+        }
+        case CollType::send:
+            s.steps.push_back({"shm/send", [&box = comm.mailbox(), bytes, peer = sig.root,
+                                            digest = p2p_digest(sig)](const Buffers& b) {
+                                   return box.send(b.send, bytes, digest, peer);
+                               }});
+            break;
+        case CollType::recv:
+            s.steps.push_back({"shm/recv", [&box = comm.mailbox(), bytes, peer = sig.root,
+                                            digest = p2p_digest(sig)](const Buffers& b) {
+                                   return box.recv(b.recv, bytes, digest, peer);
+                               }});
             break;
         case CollType::barrier:
             if (comm.size() == 1) break;

@@ -9,6 +9,14 @@ const char* coll_name(CollType coll) {
         case CollType::allreduce: return "allreduce";
         case CollType::broadcast: return "broadcast";
         case CollType::barrier: return "barrier";
+        case CollType::reduce: return "reduce";
+        case CollType::allgather: return "allgather";
+        case CollType::allgatherv: return "allgatherv";
+        case CollType::reduce_scatter: return "reduce_scatter";
+        case CollType::alltoall: return "alltoall";
+        case CollType::alltoallv: return "alltoallv";
+        case CollType::send: return "send";
+        case CollType::recv: return "recv";
     }
     return "?";
 }
@@ -35,8 +43,12 @@ std::string CollSignature::describe() const {
     std::string s = std::string(coll_name(coll)) + "(";
     if (coll == CollType::barrier) return s + ")";
     s += "count " + std::to_string(count) + ", " + dtype_name(dtype);
-    if (coll == CollType::allreduce) s += std::string(", ") + op_name(op);
-    if (coll == CollType::broadcast) s += ", root " + std::to_string(root);
+    bool reduces =
+        coll == CollType::allreduce || coll == CollType::reduce || coll == CollType::reduce_scatter;
+    if (reduces) s += std::string(", ") + op_name(op);
+    if (coll == CollType::broadcast || coll == CollType::reduce)
+        s += ", root " + std::to_string(root);
+    if (coll == CollType::send || coll == CollType::recv) s += ", peer " + std::to_string(root);
     return s + ")";
 }
 

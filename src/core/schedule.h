@@ -14,7 +14,19 @@
 
 namespace ccl {
 
-enum class CollType { allreduce, broadcast, barrier };
+enum class CollType {
+    allreduce,
+    broadcast,
+    barrier,
+    reduce,
+    allgather,
+    allgatherv,
+    reduce_scatter,
+    alltoall,
+    alltoallv,
+    send,
+    recv
+};
 const char* coll_name(CollType coll);
 
 // Everything about a call that shapes its plan. Every rank passes the same signature.
@@ -23,7 +35,7 @@ struct CollSignature {
     size_t count = 0;
     ccl_datatype_t dtype = CCL_UINT8;
     ccl_reduction_t op = CCL_SUM;
-    int root = 0;
+    int root = 0;  // the root, or the peer of send / recv
 
     bool operator==(const CollSignature&) const = default;
     // A 32-bit digest of the fields, mixed with `salt` (the algorithm, so that ranks configured to
@@ -32,10 +44,12 @@ struct CollSignature {
     std::string describe() const;  // e.g. "allreduce(count 5, float32, sum)"
 };
 
-// The buffers of one call.
+// The buffers of one call. `counts` holds the v-collectives' per-rank counts: allgatherv's
+// recvcounts, alltoallv's sendcounts then recvcounts (copied, so the caller's arrays may go).
 struct Buffers {
     const void* send = nullptr;
     void* recv = nullptr;
+    std::vector<size_t> counts;
 };
 
 struct Step {

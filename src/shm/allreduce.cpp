@@ -12,15 +12,6 @@ namespace {
 // Elements per chunk: a whole buffer's worth.
 size_t chunk_elems(const Arena& arena, size_t esize) { return arena.buffer_size() / esize; }
 
-// Rank r's slice [begin, end) of a chunk of n elements, cut at cache-line boundaries so that no two
-// ranks write the same line.
-std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks) {
-    size_t granule = std::max<size_t>(1, 64 / esize);
-    size_t blocks = (n + granule - 1) / granule;
-    size_t b0 = blocks * size_t(r) / size_t(nranks), b1 = blocks * size_t(r + 1) / size_t(nranks);
-    return {std::min(n, b0 * granule), std::min(n, b1 * granule)};
-}
-
 }  // namespace
 
 Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,

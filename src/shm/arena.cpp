@@ -93,7 +93,7 @@ Arena::Flag& Arena::flag(int r) const {
 }
 
 void Arena::begin_round(uint32_t signature) {
-    if (failed_) throw Error(CCL_ERROR_INTERNAL, "arena used after a failure");
+    if (failed()) throw Error(CCL_ERROR_INTERNAL, "arena used after a failure");
     check_peers_failed();
     ++round_;
     signature_ = signature;
@@ -106,16 +106,22 @@ void* Arena::peer_buffer(int peer, int ahead) const {
     return static_cast<char*>(seg_.data()) + data_offset_ + index * stride;
 }
 
-void Arena::publish(uint32_t value) {
-    Flag& f = flag(rank_);
-    // seq_cst store then load: either a sleeper sees the new value before sleeping, or we see it
-    // registered and wake it (the futex itself rechecks the value atomically).
-    f.seq.store(value, std::memory_order_seq_cst);
-    if (f.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&f.seq);
+Arena::Word Arena::flag_word(int r) const {
+    Flag& f = flag(r);
+    return {&f.seq, &f.waiters, r};
 }
 
-void Arena::ready() { publish(uint32_t(2 * round_ - 1)); }
-void Arena::done() { publish(uint32_t(2 * round_)); }
+void Arena::publish(Word w, uint32_t value) {
+    // seq_cst store then load: either a sleeper sees the new value before sleeping, or we see it
+    // registered and wake it (the futex itself rechecks the value atomically).
+    w.value->store(value, std::memory_order_seq_cst);
+    if (w.waiters->load(std::memory_order_seq_cst) != 0) futex_wake_all(w.value);
+}
+
+Arena::Watch Arena::watch(Word word, uint32_t target) { return Watch(*this, word, target); }
+
+void Arena::ready() { publish(flag_word(rank_), uint32_t(2 * round_ - 1)); }
+void Arena::done() { publish(flag_word(rank_), uint32_t(2 * round_)); }
 
 void Arena::check_signature(int r, uint32_t seen) {
     // The peer stores its signature for round e before it is ready in round e, and overwrites it
@@ -149,12 +155,8 @@ Arena::Flags Arena::all_ready() {
     return Flags(*this, 0, nranks_ - 1, uint32_t(2 * round_ - 1), round_ - 1);
 }
 
-bool Arena::test_flag(int r, uint32_t target, WaitClock& clock) {
-    uint32_t v = flag(r).seq.load(std::memory_order_acquire);
-    if (reached(v, target)) {
-        check_signature(r, v);
-        return true;
-    }
+bool Arena::test_word(Word w, uint32_t target, WaitClock& clock) {
+    if (reached(w.value->load(std::memory_order_acquire), target)) return true;
     check_peers_failed();
     auto now = std::chrono::steady_clock::now();
     if (!clock.started) {
@@ -164,39 +166,43 @@ bool Arena::test_flag(int r, uint32_t target, WaitClock& clock) {
         clock.next_liveness = now + kLivenessPeriod;
         return false;
     }
+    const std::string who = "rank " + std::to_string(w.owner);
     if (now >= clock.deadline)
         fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
-                                    " s (CCL_TIMEOUT) waiting for rank " + std::to_string(r));
+                                    " s (CCL_TIMEOUT) waiting for " + who);
     if (now >= clock.next_liveness) {
         clock.next_liveness = now + kLivenessPeriod;
-        int32_t p = pid(r).load(std::memory_order_acquire);
+        int32_t p = pid(w.owner).load(std::memory_order_acquire);
         if (p > 0 && ::kill(p, 0) != 0 && errno == ESRCH)
-            fail(CCL_ERROR_PEER_FAILURE,
-                 "rank " + std::to_string(r) + " (pid " + std::to_string(p) + ") died");
+            fail(CCL_ERROR_PEER_FAILURE, who + " (pid " + std::to_string(p) + ") died");
     }
     return false;
 }
 
-void Arena::block_flag(int r, uint32_t target, WaitClock& clock) {
-    Flag& f = flag(r);
-    auto seen = [&] { return reached(f.seq.load(std::memory_order_acquire), target); };
-    for (int i = 0; i < policy_.spins; ++i) {
-        if (seen()) return;
-        cpu_relax();
-    }
-    for (int i = 0; i < policy_.yields; ++i) {
-        if (seen()) return;
-        sched_yield();
-    }
-    while (!test_flag(r, target, clock)) sleep_on_flag(r, target, kMaxSleep);
+bool Arena::test_flag(int r, uint32_t target, WaitClock& clock) {
+    if (!test_word(flag_word(r), target, clock)) return false;
+    check_signature(r, flag(r).seq.load(std::memory_order_acquire));
+    return true;
 }
 
-void Arena::sleep_on_flag(int r, uint32_t target, std::chrono::nanoseconds max) {
-    Flag& f = flag(r);
-    f.waiters.fetch_add(1, std::memory_order_seq_cst);
-    uint32_t v = f.seq.load(std::memory_order_seq_cst);
-    if (!reached(v, target)) futex_wait(&f.seq, v, max);
-    f.waiters.fetch_sub(1, std::memory_order_seq_cst);
+void Arena::block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag) {
+    auto seen = [&] { return reached(w.value->load(std::memory_order_acquire), target); };
+    for (int i = 0; i < policy_.spins; ++i) {
+        if (seen()) break;
+        cpu_relax();
+    }
+    for (int i = 0; i < policy_.yields && !seen(); ++i) sched_yield();
+    auto test = [&] {
+        return is_flag ? test_flag(w.owner, target, clock) : test_word(w, target, clock);
+    };
+    while (!test()) sleep_on_word(w, target, kMaxSleep);
+}
+
+void Arena::sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max) {
+    w.waiters->fetch_add(1, std::memory_order_seq_cst);
+    uint32_t v = w.value->load(std::memory_order_seq_cst);
+    if (!reached(v, target)) futex_wait(w.value, v, max);
+    w.waiters->fetch_sub(1, std::memory_order_seq_cst);
 }
 
 bool Arena::Flags::ready() {
@@ -206,11 +212,11 @@ bool Arena::Flags::ready() {
 }
 
 void Arena::Flags::block() {
-    while (!ready()) arena_.block_flag(next_, target_, clock_);
+    while (!ready()) arena_.block_word(arena_.flag_word(next_), target_, clock_, true);
 }
 
 void Arena::Flags::sleep(std::chrono::microseconds max) {
-    if (next_ <= last_) arena_.sleep_on_flag(next_, target_, max);
+    if (next_ <= last_) sleep_on_word(arena_.flag_word(next_), target_, max);
 }
 
 void Arena::Flags::await_resume() {
@@ -226,7 +232,7 @@ void Arena::check_peers_failed() {
 }
 
 void Arena::fail(ccl_result_t code, const std::string& message) {
-    failed_ = true;
+    failed_.store(true, std::memory_order_release);
     uint64_t expected = 0;
     header()->failed.compare_exchange_strong(expected, uint64_t(code) << 32 | uint32_t(rank_ + 1));
     throw Error(code, message);

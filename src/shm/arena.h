@@ -58,7 +58,19 @@ public:
     Flags all_ready();         // co_await: every rank is ready in this round
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
-    bool failed() const { return failed_; }
+    bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+    // A counter in shared memory that rank `owner` advances, with the count of ranks asleep on it;
+    // the mailbox waits on these. Any thread may wait on one (each its own Watch).
+    struct Word {
+        std::atomic<uint32_t>* value;
+        std::atomic<uint32_t>* waiters;
+        int owner;
+    };
+    class Watch;
+    Watch watch(Word word, uint32_t target);  // co_await: word.value reaches target
+    // Advances a word this rank owns and wakes its sleepers.
+    static void publish(Word word, uint32_t value);
 
 private:
     struct Header;
@@ -74,12 +86,14 @@ private:
     Header* header() const;
     std::atomic<int32_t>& pid(int r) const;
     Flag& flag(int r) const;
-    void publish(uint32_t value);
-    // Whether rank r's flag reached `target`; throws ccl::Error when the wait must stop.
-    bool test_flag(int r, uint32_t target, WaitClock& clock);
-    // Blocks until test_flag() holds (spin, yield, futex).
-    void block_flag(int r, uint32_t target, WaitClock& clock);
-    void sleep_on_flag(int r, uint32_t target, std::chrono::nanoseconds max);
+    Word flag_word(int r) const;
+    // Whether the word reached `target`; throws ccl::Error when the wait must stop (deadline, its
+    // owner dead, the arena failed).
+    bool test_word(Word w, uint32_t target, WaitClock& clock);
+    bool test_flag(int r, uint32_t target, WaitClock& clock);  // test_word + signature check
+    // Blocks until the word reaches `target` (spin, yield, futex) or test_word throws.
+    void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
+    static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed();  // throws if another rank marked the arena failed
     [[noreturn]] void fail(ccl_result_t code, const std::string& message);
     void check_signature(int r, uint32_t seen);
@@ -95,7 +109,7 @@ private:
     uint64_t round_ = 0;       // the current round (1-based once started)
     uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
-    bool failed_ = false;
+    std::atomic<bool> failed_{false};
 };
 
 // Waits until every rank in [first, last] but this one has its flag at `target`; once satisfied,
@@ -118,6 +132,26 @@ private:
     int next_, last_;
     uint32_t target_;
     uint64_t implies_done_;
+    WaitClock clock_;
+};
+
+// Waits until one word reaches a target.
+class Arena::Watch final : public Waiter {
+public:
+    Watch(Arena& arena, Word word, uint32_t target) : arena_(arena), word_(word), target_(target) {}
+
+    bool ready() override { return arena_.test_word(word_, target_, clock_); }
+    void block() override { arena_.block_word(word_, target_, clock_, false); }
+    void sleep(std::chrono::microseconds max) override { sleep_on_word(word_, target_, max); }
+
+    bool await_ready() { return ready(); }
+    void await_suspend(Task::Handle h) { h.promise().waiting = this; }
+    void await_resume() {}
+
+private:
+    Arena& arena_;
+    Word word_;
+    uint32_t target_;
     WaitClock clock_;
 };
 

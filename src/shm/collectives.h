@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ccl/ccl.h"
@@ -39,5 +40,36 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
 Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 
 Task barrier(Arena& arena, uint32_t sig);
+
+// Reduction to `root` only. Small messages: every rank copies in, the root reduces. Large ones:
+// every rank reduces a slice of each chunk, then the root gathers the slices.
+Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                   ccl_datatype_t dtype, ccl_reduction_t op, int root);
+Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                  ccl_datatype_t dtype, ccl_reduction_t op, int root);
+
+// Rank r contributes counts[r] elements; recv gets every block, packed in rank order. Per round
+// every rank copies up to a buffer of its block in and every peer's piece out.
+Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
+                const std::vector<size_t>& counts, ccl_datatype_t dtype);
+
+// send holds nranks blocks of `count` elements; recv gets the reduction of block `rank`. Per
+// round every rank copies a piece of each peer's block in and reduces its own block's pieces.
+Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                    ccl_datatype_t dtype, ccl_reduction_t op);
+
+// Block j of send (sendcounts[j] elements) to rank j. The first round also carries every rank's
+// counts, so every rank checks the whole count matrix and all fail alike on a mismatch.
+Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
+               const size_t* recvcounts, ccl_datatype_t dtype);
+
+// Rank r's slice [begin, end) of a chunk of n elements, cut at cache-line boundaries so that no
+// two ranks write the same line.
+inline std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks) {
+    size_t granule = 64 / esize ? 64 / esize : 1;
+    size_t blocks = (n + granule - 1) / granule;
+    size_t b0 = blocks * size_t(r) / size_t(nranks), b1 = blocks * size_t(r + 1) / size_t(nranks);
+    return {n < b0 * granule ? n : b0 * granule, n < b1 * granule ? n : b1 * granule};
+}
 
 }  // namespace ccl::shm

@@ -83,6 +83,8 @@ void Segment::unlink() {
     }
 }
 
+void Segment::remove(const std::string& name) { ::shm_unlink(name.c_str()); }
+
 void Segment::release() noexcept {
     if (data_) ::munmap(data_, size_);
     data_ = nullptr;

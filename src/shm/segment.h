@@ -23,6 +23,8 @@ public:
     ~Segment();
 
     void unlink();  // removes the name now (idempotent); the mapping stays valid
+    // Removes a name this process did not create (its creator's Segment then finds it gone).
+    static void remove(const std::string& name);
     void* data() const { return data_; }
     size_t size() const { return size_; }
     const std::string& name() const { return name_; }

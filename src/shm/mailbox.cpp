@@ -1,0 +1,154 @@
+#include "shm/mailbox.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ccl::shm {
+
+namespace {
+
+constexpr size_t kMinData = 1u << 20;     // the first data segment of a pair
+constexpr size_t kMinPiece = 256u << 10;  // messages up to this go in one piece
+
+bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+size_t page_round(size_t n) { return (n + 4095) / 4096 * 4096; }
+
+}  // namespace
+
+struct Mailbox::Desc {
+    uint64_t offset;    // of the piece in data segment `gen`
+    uint64_t bytes;     // of the piece
+    uint64_t total;     // of the whole message
+    uint64_t capacity;  // of data segment `gen`
+    uint32_t gen;
+    uint32_t sig;
+};
+
+struct alignas(64) Mailbox::Channel {
+    std::atomic<uint32_t> head;  // pieces posted, advanced by the sender
+    std::atomic<uint32_t> head_waiters;
+    char pad0[56];
+    std::atomic<uint32_t> tail;  // pieces consumed, advanced by the receiver
+    std::atomic<uint32_t> tail_waiters;
+    char pad1[56];
+    Desc ring[kSlots];
+};
+
+size_t Mailbox::bytes_needed(int nranks) {
+    return page_round(sizeof(Channel) * size_t(nranks) * size_t(nranks));
+}
+
+Mailbox::Mailbox(Segment seg, std::string prefix, Arena& arena)
+    : seg_(std::move(seg)),
+      prefix_(std::move(prefix)),
+      arena_(arena),
+      out_(size_t(arena.nranks())),
+      in_(size_t(arena.nranks())) {
+    if (seg_.size() != bytes_needed(arena.nranks()))
+        throw Error(CCL_ERROR_INTERNAL, "mailbox segment " + seg_.name() + " has the wrong size");
+}
+
+Mailbox::Channel& Mailbox::channel(int from, int to) const {
+    return static_cast<Channel*>(seg_.data())[size_t(from) * size_t(arena_.nranks()) + size_t(to)];
+}
+
+std::string Mailbox::data_name(int from, int to, uint32_t gen) const {
+    return prefix_ + "." + std::to_string(from) + "." + std::to_string(to) + "." +
+           std::to_string(gen);
+}
+
+void Mailbox::forget_received(Outbox& out, uint32_t tail) {
+    while (!out.unreceived.empty() && before(out.unreceived.front().index, tail))
+        out.unreceived.pop_front();
+    while (!out.retired.empty() && !before(tail, out.retired.front().second))
+        out.retired.pop_front();
+}
+
+uint64_t Mailbox::place(Outbox& out, int peer, size_t bytes, uint32_t head) {
+    if (const size_t cap = out.data.size()) {
+        // Positions count up without wrapping; the room is what the oldest unreceived piece of this
+        // segment leaves. With nothing unreceived, start again at the front (it is warm in cache).
+        auto oldest = std::find_if(out.unreceived.begin(), out.unreceived.end(),
+                                   [&](const Piece& p) { return p.gen == out.gen; });
+        if (oldest == out.unreceived.end()) out.pos = 0;
+        uint64_t from = oldest == out.unreceived.end() ? 0 : oldest->start;
+        uint64_t skip = out.pos % cap + bytes > cap ? cap - out.pos % cap : 0;  // no piece wraps
+        if (out.pos + skip + bytes - from <= cap) {
+            out.pos += skip + bytes;
+            return (out.pos - bytes) % cap;
+        }
+        out.retired.emplace_back(std::move(out.data), head);  // freed once `head` is received
+    }
+    size_t want = std::max({kMinData, 2 * out.data.size(), page_round(bytes)});
+    if (!out.retired.empty()) want = std::max(want, 2 * out.retired.back().first.size());
+    ++out.gen;
+    out.data = Segment::create(data_name(arena_.rank(), peer, out.gen), want);
+    out.pos = bytes;
+    return 0;
+}
+
+Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer) {
+    const int me = arena_.rank();
+    Channel& ch = channel(me, peer);
+    Outbox& out = out_[size_t(peer)];
+    const size_t piece = std::max(kMinPiece, (bytes + 3) / 4);
+    const uint32_t pieces = bytes == 0 ? 1 : uint32_t((bytes + piece - 1) / piece);
+    uint32_t head = ch.head.load(std::memory_order_relaxed);  // only this rank advances it
+    // Room for the whole message first, so that a failure here posts nothing.
+    forget_received(out, ch.tail.load(std::memory_order_acquire));
+    uint64_t at = 0;
+    if (bytes > 0) {
+        at = place(out, peer, bytes, head);
+        out.unreceived.push_back({head + pieces - 1, out.gen, out.pos - bytes});
+    }
+    for (size_t off = 0; off < bytes || off == 0; off += piece) {
+        const size_t b = std::min(piece, bytes - off);
+        // A free descriptor: fewer than kSlots pieces unreceived.
+        co_await arena_.watch({&ch.tail, &ch.tail_waiters, peer}, head - kSlots + 1);
+        if (b > 0)
+            std::memcpy(static_cast<char*>(out.data.data()) + at + off,
+                        static_cast<const char*>(buf) + off, b);
+        ch.ring[head % kSlots] = {at + off, b, bytes, out.data.size(), out.gen, sig};
+        Arena::publish({&ch.head, &ch.head_waiters, me}, ++head);
+        if (bytes == 0) break;
+    }
+}
+
+Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer) {
+    const int me = arena_.rank();
+    Channel& ch = channel(peer, me);
+    Inbox& in = in_[size_t(peer)];
+    uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
+    size_t got = 0, total = 0;
+    bool match = true;
+    do {
+        co_await arena_.watch({&ch.head, &ch.head_waiters, peer}, tail + 1);
+        const Desc d = ch.ring[tail % kSlots];
+        total = d.total;
+        match = match && d.total == bytes && d.sig == sig;
+        if (d.bytes > 0) {
+            if (!in.data.data() || in.gen != d.gen) {
+                // The first piece in a new data segment: every earlier one was received.
+                std::string name = data_name(peer, me, d.gen);
+                in.data = Segment::open(name, d.capacity);
+                Segment::remove(name);
+                in.gen = d.gen;
+            }
+            if (match)
+                std::memcpy(static_cast<char*>(buf) + got,
+                            static_cast<const char*>(in.data.data()) + d.offset, d.bytes);
+        }
+        got += d.bytes;
+        Arena::publish({&ch.tail, &ch.tail_waiters, me}, ++tail);
+    } while (got < total);
+    if (!match)
+        throw Error(CCL_ERROR_INVALID_USAGE,
+                    "a receive of " + std::to_string(bytes) + " bytes from rank " +
+                        std::to_string(peer) + " met a send of " + std::to_string(total) +
+                        " bytes or of another datatype; a send and its receive must agree on "
+                        "count and datatype (the message was dropped)");
+}
+
+}  // namespace ccl::shm

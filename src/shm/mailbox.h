@@ -1,0 +1,79 @@
+// Point-to-point messages between the co-located ranks of a communicator.
+//
+// Per ordered pair of ranks (from, to) a channel in the mailbox segment: a ring of descriptors the
+// sender posts (head) and the receiver consumes in order (tail). The data goes into a data
+// segment the sender owns for that pair: made on first use, replaced by one twice as large when
+// the unreceived data no longer fits, so a send never waits for its receiver (only for a free
+// descriptor, when kSlots pieces are unreceived). The receiver maps a data segment by name the
+// first time a descriptor names it, and removes the name at once.
+//
+// A large message goes in up to four pieces, so a receiver that is already waiting copies one
+// piece out while the sender copies the next one in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/task.h"
+#include "shm/arena.h"
+#include "shm/segment.h"
+
+namespace ccl::shm {
+
+class Mailbox {
+public:
+    static constexpr uint32_t kSlots = 128;  // descriptors per channel
+    static size_t bytes_needed(int nranks);
+
+    // `seg` holds the channels (zero-filled by its creator); `arena` provides the waits, peer
+    // liveness and failure reporting. Data segments are named `prefix` + ".<from>.<to>.<gen>".
+    Mailbox(Segment seg, std::string prefix, Arena& arena);
+    Mailbox(const Mailbox&) = delete;
+    Mailbox& operator=(const Mailbox&) = delete;
+
+    Segment& segment() { return seg_; }
+
+    // `sig` identifies count and datatype: a receive expecting another fails with
+    // CCL_ERROR_INVALID_USAGE (the message is consumed). Sends come from one thread at a time,
+    // receives from one thread at a time (which may differ from the sender's).
+    Task send(const void* buf, size_t bytes, uint32_t sig, int peer);
+    Task recv(void* buf, size_t bytes, uint32_t sig, int peer);
+
+private:
+    struct Channel;
+    struct Desc;
+    struct Piece {       // a posted message the receiver may not have consumed yet
+        uint32_t index;  // of its last piece
+        uint32_t gen;
+        uint64_t start;
+    };
+    struct Outbox {  // this rank's side of the channel to one peer
+        Segment data;
+        uint32_t gen = 0;
+        uint64_t pos = 0;  // where the next piece goes, before wrapping at data.size()
+        std::deque<Piece> unreceived;
+        std::deque<std::pair<Segment, uint32_t>> retired;  // older data, until piece index received
+    };
+    struct Inbox {  // this rank's side of the channel from one peer
+        Segment data;
+        uint32_t gen = 0;
+    };
+
+    Channel& channel(int from, int to) const;
+    std::string data_name(int from, int to, uint32_t gen) const;
+    // Where a message of `bytes` goes in the outbox to `peer`, moving to a larger data segment if
+    // the unreceived ones leave no room (the old one is freed once piece `head` - 1 is received).
+    uint64_t place(Outbox& out, int peer, size_t bytes, uint32_t head);
+    void forget_received(Outbox& out, uint32_t tail);
+
+    Segment seg_;
+    std::string prefix_;
+    Arena& arena_;
+    std::vector<Outbox> out_;
+    std::vector<Inbox> in_;
+};
+
+}  // namespace ccl::shm

@@ -1,0 +1,70 @@
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/reduce.h"
+#include "shm/collectives.h"
+
+namespace ccl::shm {
+
+Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
+    const int n = arena.nranks();
+    const size_t esize = dtype_size(dtype), chunk = arena.buffer_size() / esize;
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t c = std::min(chunk, count - off);
+        arena.begin_round(sig);
+        co_await arena.buffer_free();
+        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        if (arena.rank() != root) {
+            arena.done();  // nothing to read: ready and done at once
+            continue;
+        }
+        arena.ready();
+        co_await arena.all_ready();
+        for (int r = 0; r < n; ++r) srcs[size_t(r)] = arena.peer_buffer(r);
+        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        arena.done();
+    }
+}
+
+Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                  ccl_datatype_t dtype, ccl_reduction_t op, int root) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype), chunk = arena.buffer_size() / esize;
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t c = std::min(chunk, count - off);
+        auto [lo, hi] = slice(c, esize, me, n);
+        // Round 1: inputs in; every rank reduces its slice into its buffer of round 2.
+        arena.begin_round(sig);
+        co_await arena.buffer_free();
+        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        arena.ready();
+        co_await arena.all_ready();
+        for (int r = 0; r < n; ++r)
+            srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+        co_await arena.buffer_free(1);
+        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
+               op, n);
+        arena.done();
+        // Round 2: the root gathers the reduced slices.
+        arena.begin_round(sig);
+        if (me != root) {
+            arena.done();
+            continue;
+        }
+        arena.ready();
+        co_await arena.all_ready();
+        for (int r = 0; r < n; ++r) {
+            auto [b, e] = slice(c, esize, r, n);
+            std::memcpy(static_cast<char*>(recv) + (off + b) * esize,
+                        static_cast<const char*>(arena.peer_buffer(r)) + b * esize,
+                        (e - b) * esize);
+        }
+        arena.done();
+    }
+}
+
+}  // namespace ccl::shm

@@ -17,6 +17,7 @@
 #include "core/schedule_cache.h"
 #include "core/worker.h"
 #include "kvs/kvs.h"
+#include "shm/cma.h"
 
 namespace ccl {
 
@@ -147,9 +148,33 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot)
         arena_->segment().unlink();
         mailbox_->segment().unlink();
     }
+    single_copy_ = probe_single_copy();
     workers();  // started now, so that the first nonblocking call does not pay for it
-    log().info("rank {}/{}: communicator ready, transport shm ({} KiB per buffer), {} kernels",
-               rank, size, buffer_size >> 10, isa_name(reduce_isa()));
+    log().info(
+        "rank {}/{}: communicator ready, transport shm ({} KiB per buffer, single copy {}), "
+        "{} kernels",
+        rank, size, buffer_size >> 10, single_copy_ ? "on" : "off", isa_name(reduce_isa()));
+}
+
+bool Communicator::probe_single_copy() {
+    if (size_ == 1) return false;
+    // Every rank reads a word of the next rank's memory; all must succeed (and want it).
+    const int64_t word = 0x63636c;
+    std::vector<int64_t> mine{::getpid(), int64_t(reinterpret_cast<intptr_t>(&word))};
+    std::vector<int64_t> all(2 * size_t(size_));
+    run({CollType::allgather, 2, CCL_INT64, CCL_SUM, 0}, {mine.data(), all.data(), {}});
+    size_t next = size_t((rank_ + 1) % size_);
+    int32_t ok =
+        config_.single_copy &&
+        shm::cma_probe(pid_t(all[2 * next]),
+                       reinterpret_cast<const void*>(intptr_t(all[2 * next + 1])), sizeof(word));
+    int32_t every = 0;
+    run({CollType::allreduce, 1, CCL_INT32, CCL_MIN, 0}, {&ok, &every, {}});
+    if (!every && config_.single_copy && rank_ == 0)
+        log().info(
+            "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
+            "restrictions or a seccomp profile; using shared-memory copies only");
+    return every != 0;
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {

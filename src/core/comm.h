@@ -60,6 +60,9 @@ public:
     shm::Arena& arena() { return *arena_; }
     shm::Mailbox& mailbox() { return *mailbox_; }
     const Config& config() const { return config_; }  // as it was when the communicator was made
+    // Whether every rank may copy straight from its peers' memory (shm/cma.h): CCL_SINGLE_COPY on
+    // every rank and the probe at creation worked between every pair of neighbours.
+    bool single_copy() const { return single_copy_; }
 
     // The schedule for a call: from the match_id cache, the previous call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
@@ -84,6 +87,7 @@ public:
 private:
     void execute_now(const Schedule& schedule, const Buffers& bufs);
     void note_failure(const Error& e);  // marks the communicator broken if the arena failed
+    bool probe_single_copy();           // collective, at creation
 
     const uint64_t id_;
     int size_;
@@ -91,6 +95,7 @@ private:
     Config config_;
     std::optional<shm::Arena> arena_;
     std::optional<shm::Mailbox> mailbox_;
+    bool single_copy_ = false;
     std::shared_ptr<const Schedule> last_;  // the last uncached call's plan (caller's thread only)
     std::set<const char*> logged_;          // algorithm choices reported at info (caller only)
 

@@ -142,6 +142,8 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.local_rank = int(parse_int("LOCAL_RANK", v, 0, 1 << 20));
     if (const char* v = getenv_fn("LOCAL_WORLD_SIZE"))
         c.local_size = int(parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20));
+    if (const char* v = getenv_fn("CCL_SINGLE_COPY"))
+        c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
     if (const char* v = getenv_fn("CCL_CACHE_SIZE"))
         c.cache_size = size_t(parse_int("CCL_CACHE_SIZE", v, 0, 1000000));
     return c;

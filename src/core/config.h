@@ -22,6 +22,7 @@ struct Config {
     int local_rank = 0;                       // LOCAL_RANK (launchers set it): picks our cpus
     int local_size = 1;                       // LOCAL_WORLD_SIZE: ranks sharing this node's cpus
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
+    bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
 };
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the

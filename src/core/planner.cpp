@@ -5,6 +5,7 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/reduce.h"
+#include "shm/cma.h"
 #include "shm/collectives.h"
 
 namespace ccl {
@@ -23,7 +24,9 @@ enum Algo : uint64_t {
     kReduceSplit,
     kAllgather,
     kReduceScatter,
-    kAlltoall
+    kAlltoall,
+    kAllgatherCma,
+    kBroadcastCma
 };
 
 Step local_copy(size_t bytes) {
@@ -85,6 +88,14 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             break;
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;
+            if (comm.single_copy() && bytes >= shm::kCmaMinBytes) {
+                s.steps.push_back(
+                    {"shm/broadcast_cma", [&arena, bytes, root = sig.root,
+                                           digest = sig.digest(kBroadcastCma)](const Buffers& b) {
+                         return shm::broadcast_cma(arena, digest, b.recv, bytes, root);
+                     }});
+                break;
+            }
             s.steps.push_back(
                 {"shm/broadcast", [&arena, bytes, root = sig.root,
                                    digest = sig.digest(kBroadcast)](const Buffers& b) {
@@ -104,6 +115,16 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             // allgather's counts are all the same: kept in the step, not passed with each call.
             std::vector<size_t> equal;
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
+            size_t block = sig.coll == CollType::allgather ? bytes : bytes / size_t(comm.size());
+            if (comm.single_copy() && block >= shm::kCmaMinBytes) {
+                s.steps.push_back(
+                    {"shm/allgatherv_cma", [&arena, dtype = sig.dtype, equal = std::move(equal),
+                                            digest = sig.digest(kAllgatherCma)](const Buffers& b) {
+                         return shm::allgatherv_cma(arena, digest, b.send, b.recv,
+                                                    equal.empty() ? b.counts : equal, dtype);
+                     }});
+                break;
+            }
             s.steps.push_back(
                 {"shm/allgatherv", [&arena, dtype = sig.dtype, equal = std::move(equal),
                                     digest = sig.digest(kAllgather)](const Buffers& b) {
@@ -132,25 +153,28 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (sig.coll == CollType::alltoall) equal.assign(size_t(comm.size()), sig.count);
             s.steps.push_back(
                 {"shm/alltoallv", [&arena, dtype = sig.dtype, equal = std::move(equal),
+                                   single_copy = comm.single_copy(),
                                    digest = sig.digest(kAlltoall)](const Buffers& b) {
                      const size_t n = size_t(arena.nranks());
                      const size_t* send_counts = equal.empty() ? b.counts.data() : equal.data();
                      const size_t* recv_counts = equal.empty() ? send_counts + n : equal.data();
                      return shm::alltoallv(arena, digest, b.send, send_counts, b.recv, recv_counts,
-                                           dtype);
+                                           dtype, single_copy);
                  }});
             break;
         }
         case CollType::send:
             s.steps.push_back({"shm/send", [&box = comm.mailbox(), bytes, peer = sig.root,
+                                            single_copy = comm.single_copy(),
                                             digest = p2p_digest(sig)](const Buffers& b) {
-                                   return box.send(b.send, bytes, digest, peer);
+                                   return box.send(b.send, bytes, digest, peer, single_copy);
                                }});
             break;
         case CollType::recv:
             s.steps.push_back({"shm/recv", [&box = comm.mailbox(), bytes, peer = sig.root,
+                                            single_copy = comm.single_copy(),
                                             digest = p2p_digest(sig)](const Buffers& b) {
-                                   return box.recv(b.recv, bytes, digest, peer);
+                                   return box.recv(b.recv, bytes, digest, peer, single_copy);
                                }});
             break;
         case CollType::barrier:

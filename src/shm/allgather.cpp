@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/reduce.h"
+#include "shm/cma.h"
 #include "shm/collectives.h"
 
 namespace ccl::shm {
@@ -36,6 +37,32 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
         }
         arena.done();
     }
+}
+
+Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
+                    const std::vector<size_t>& counts, ccl_datatype_t dtype) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype);
+    std::vector<size_t> offset(size_t(n) + 1, 0);  // bytes
+    for (int r = 0; r < n; ++r)
+        offset[size_t(r) + 1] = offset[size_t(r)] + counts[size_t(r)] * esize;
+    char* out = static_cast<char*>(recv);
+    if (send != out + offset[size_t(me)])
+        std::memcpy(out + offset[size_t(me)], send, offset[size_t(me) + 1] - offset[size_t(me)]);
+    arena.begin_round(sig);
+    co_await arena.buffer_free();
+    *static_cast<const void**>(arena.own_buffer()) = send;  // where peers read my block
+    arena.ready();
+    co_await arena.all_ready();
+    for (int i = 1; i < n; ++i) {  // starting at the next rank, so that ranks read different peers
+        int r = (me + i) % n;
+        size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
+        if (bytes > 0)
+            cma_read(arena.peer_pid(r), out + offset[size_t(r)],
+                     *static_cast<const void* const*>(arena.peer_buffer(r)), bytes);
+    }
+    arena.done();
+    co_await arena.all_done();  // until then peers may still read my send buffer
 }
 
 Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,

@@ -4,17 +4,18 @@
 
 #include "core/error.h"
 #include "core/reduce.h"
+#include "shm/cma.h"
 #include "shm/collectives.h"
 
 namespace ccl::shm {
 
 namespace {
 
-// Where a rank's buffer holds what: in the first round a header with its counts (sendcounts then
-// recvcounts, one uint64 each), then one piece per destination, the same in every round.
+// A rank's buffer: a header (n sendcounts, n recvcounts, the send address; read in the first
+// round only), then one piece per destination.
 struct Layout {
     size_t header, piece;
-    Layout(size_t buffer, int n) : header((16 * size_t(n) + 63) / 64 * 64) {
+    Layout(size_t buffer, int n) : header((16 * size_t(n) + 8 + 63) / 64 * 64) {
         size_t room = buffer > header ? (buffer - header) / size_t(n) : 0;
         piece = room >= 64 ? room - room % 64 : room - room % 8;
         if (piece == 0)
@@ -24,10 +25,42 @@ struct Layout {
     }
 };
 
+// After the first round's all_ready: checks every rank's sendcounts against the receivers'
+// recvcounts (header of n sendcounts then n recvcounts at the start of every buffer) and returns
+// the largest block in bytes. Every rank checks the whole matrix, so all fail alike on a mismatch,
+// and each marks the round done first, so they stay in step.
+size_t check_count_matrix(Arena& arena, size_t esize) {
+    const size_t un = size_t(arena.nranks());
+    size_t largest = 0;
+    for (size_t j = 0; j < un; ++j) {
+        auto* hj = static_cast<const uint64_t*>(arena.peer_buffer(int(j)));
+        for (size_t k = 0; k < un; ++k) {
+            auto* hk = static_cast<const uint64_t*>(arena.peer_buffer(int(k)));
+            if (hj[k] != hk[un + j]) {
+                arena.done();
+                throw Error(CCL_ERROR_INVALID_USAGE,
+                            "alltoallv counts disagree: rank " + std::to_string(j) + " sends " +
+                                std::to_string(hj[k]) + " elements to rank " + std::to_string(k) +
+                                ", which expects " + std::to_string(hk[un + j]));
+            }
+            largest = std::max<size_t>(largest, hj[k] * esize);
+        }
+    }
+    return largest;
+}
+
+void write_counts(void* buf, const size_t* sendcounts, const size_t* recvcounts, size_t n) {
+    auto* h = static_cast<uint64_t*>(buf);
+    for (size_t r = 0; r < n; ++r) {
+        h[r] = sendcounts[r];
+        h[n + r] = recvcounts[r];
+    }
+}
+
 }  // namespace
 
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
-               const size_t* recvcounts, ccl_datatype_t dtype) {
+               const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n);
     const Layout layout(arena.buffer_size(), n);
@@ -38,19 +71,28 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     }
     const char* in = static_cast<const char*>(send);
     char* out = static_cast<char*>(recv);
-    size_t largest = 0;  // the largest block between any two ranks, known after the first round
+    // In place, peers reading single-copy would see blocks this rank already overwrote.
+    std::vector<char> staged;
+    if (single_copy && in == out && sdispl[un] > 0) {
+        staged.assign(in, in + sdispl[un]);
+        in = staged.data();
+    }
+    size_t my_largest = 0;
+    for (size_t r = 0; r < un; ++r) my_largest = std::max(my_largest, sdispl[r + 1] - sdispl[r]);
+    // The first round carries every rank's counts and send address, and the data too when it
+    // fits in one piece or single copy is off. After it every rank knows the largest block and
+    // so makes the same choice: done already, single copy, or more rounds of pieces.
+    size_t largest = 0;
+    bool pieces = !single_copy || my_largest <= layout.piece;
     for (size_t off = 0, round = 0; round == 0 || off < largest; off += layout.piece, ++round) {
         arena.begin_round(sig);
         co_await arena.buffer_free();
         char* buf = static_cast<char*>(arena.own_buffer());
         if (round == 0) {
-            auto* h = reinterpret_cast<uint64_t*>(buf);
-            for (size_t r = 0; r < un; ++r) {
-                h[r] = sendcounts[r];
-                h[un + r] = recvcounts[r];
-            }
+            write_counts(buf, sendcounts, recvcounts, un);
+            *reinterpret_cast<const char**>(buf + 16 * un) = in;
         }
-        for (size_t r = 0; r < un; ++r) {
+        for (size_t r = 0; r < un && pieces; ++r) {
             size_t bytes = sdispl[r + 1] - sdispl[r];
             if (int(r) != me && off < bytes)
                 std::memcpy(buf + layout.header + r * layout.piece, in + sdispl[r] + off,
@@ -59,26 +101,26 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         arena.ready();
         co_await arena.all_ready();
         if (round == 0) {
-            // Every rank checks the whole matrix, so all of them fail alike (and stay in step).
-            for (size_t j = 0; j < un; ++j) {
-                auto* hj = static_cast<const uint64_t*>(arena.peer_buffer(int(j)));
-                for (size_t k = 0; k < un; ++k) {
-                    auto* hk = static_cast<const uint64_t*>(arena.peer_buffer(int(k)));
-                    if (hj[k] != hk[un + j]) {
-                        arena.done();
-                        throw Error(CCL_ERROR_INVALID_USAGE,
-                                    "alltoallv counts disagree: rank " + std::to_string(j) +
-                                        " sends " + std::to_string(hj[k]) + " elements to rank " +
-                                        std::to_string(k) + ", which expects " +
-                                        std::to_string(hk[un + j]));
-                    }
-                    largest = std::max<size_t>(largest, hj[k] * esize);
-                }
-            }
+            largest = check_count_matrix(arena, esize);
             // My own block never goes through the arena.
             if (in + sdispl[size_t(me)] != out + rdispl[size_t(me)])
                 std::memcpy(out + rdispl[size_t(me)], in + sdispl[size_t(me)],
                             sdispl[size_t(me) + 1] - sdispl[size_t(me)]);
+            if (single_copy && largest > layout.piece) {
+                for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
+                    size_t r = size_t((me + i) % n);
+                    const char* peer = static_cast<const char*>(arena.peer_buffer(int(r)));
+                    auto* counts = reinterpret_cast<const uint64_t*>(peer);
+                    size_t from = 0;  // where my block starts in r's send
+                    for (int k = 0; k < me; ++k) from += counts[size_t(k)] * esize;
+                    const char* base = *reinterpret_cast<const char* const*>(peer + 16 * un);
+                    if (size_t bytes = rdispl[r + 1] - rdispl[r])
+                        cma_read(arena.peer_pid(int(r)), out + rdispl[r], base + from, bytes);
+                }
+                arena.done();
+                co_await arena.all_done();  // until then peers may still read my send buffer
+                co_return;
+            }
         }
         for (size_t r = 0; r < un; ++r) {
             size_t bytes = rdispl[r + 1] - rdispl[r];
@@ -89,6 +131,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                             std::min(layout.piece, bytes - off));
         }
         arena.done();
+        pieces = true;
     }
 }
 

@@ -151,6 +151,10 @@ Arena::Flags Arena::ready_of(int peer) {
 }
 
 // Every rank ready in this round is done with the previous one.
+Arena::Flags Arena::all_done() {
+    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * round_), round_);
+}
+
 Arena::Flags Arena::all_ready() {
     return Flags(*this, 0, nranks_ - 1, uint32_t(2 * round_ - 1), round_ - 1);
 }

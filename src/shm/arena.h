@@ -56,6 +56,10 @@ public:
     void done();               // this rank no longer touches the arena for the current round
     Flags ready_of(int peer);  // co_await: `peer` is ready in this round
     Flags all_ready();         // co_await: every rank is ready in this round
+    // co_await: every rank is done with this round. For single-copy algorithms, where peers read
+    // this rank's own buffers (not the arena's) until they are done.
+    Flags all_done();
+    int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
     bool failed() const { return failed_.load(std::memory_order_acquire); }

@@ -59,9 +59,16 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Block j of send (sendcounts[j] elements) to rank j. The first round also carries every rank's
-// counts, so every rank checks the whole count matrix and all fail alike on a mismatch.
+// counts, so every rank checks the whole count matrix and all fail alike on a mismatch. With
+// `single_copy`, blocks larger than a buffer's share go straight from sender to receiver.
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
-               const size_t* recvcounts, ccl_datatype_t dtype);
+               const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy);
+
+// Single-copy variants (shm/cma.h): every rank publishes its buffer's address and peers copy
+// from it directly; they return once every rank is done reading.
+Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
+                    const std::vector<size_t>& counts, ccl_datatype_t dtype);
+Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 
 // Rank r's slice [begin, end) of a chunk of n elements, cut at cache-line boundaries so that no
 // two ranks write the same line.

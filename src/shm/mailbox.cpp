@@ -4,13 +4,15 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "shm/cma.h"
 
 namespace ccl::shm {
 
 namespace {
 
-constexpr size_t kMinData = 1u << 20;     // the first data segment of a pair
-constexpr size_t kMinPiece = 256u << 10;  // messages up to this go in one piece
+constexpr size_t kMinData = 1u << 20;        // the first data segment of a pair
+constexpr size_t kMinPiece = 256u << 10;     // messages up to this go in one piece
+constexpr uint64_t kWritten = ~uint64_t(0);  // a descriptor's offset: written into the receive
 
 bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 size_t page_round(size_t n) { return (n + 4095) / 4096 * 4096; }
@@ -32,7 +34,13 @@ struct alignas(64) Mailbox::Channel {
     char pad0[56];
     std::atomic<uint32_t> tail;  // pieces consumed, advanced by the receiver
     std::atomic<uint32_t> tail_waiters;
-    char pad1[56];
+    // A receive waiting for message `posted_index` (set last) into the receiver's memory, where
+    // the sender may write it directly.
+    std::atomic<uint32_t> posted_index;
+    std::atomic<uint32_t> posted_sig;
+    std::atomic<uint64_t> posted_addr;
+    std::atomic<uint64_t> posted_bytes;
+    char pad1[32];
     Desc ring[kSlots];
 };
 
@@ -89,13 +97,26 @@ uint64_t Mailbox::place(Outbox& out, int peer, size_t bytes, uint32_t head) {
     return 0;
 }
 
-Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer) {
+Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy) {
     const int me = arena_.rank();
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
+    uint32_t head = ch.head.load(std::memory_order_relaxed);  // only this rank advances it
+    // The receive of this very message is posted: copy once, straight into it. The receiver has
+    // consumed everything before it, so a descriptor is free.
+    if (single_copy && bytes >= kCmaMinBytes &&
+        ch.posted_index.load(std::memory_order_acquire) == head &&
+        ch.posted_bytes.load(std::memory_order_relaxed) == bytes &&
+        ch.posted_sig.load(std::memory_order_relaxed) == sig) {
+        cma_write(arena_.peer_pid(peer),
+                  reinterpret_cast<void*>(ch.posted_addr.load(std::memory_order_relaxed)), buf,
+                  bytes);
+        ch.ring[head % kSlots] = {kWritten, bytes, bytes, 0, out.gen, sig};
+        Arena::publish({&ch.head, &ch.head_waiters, me}, ++head);
+        co_return;
+    }
     const size_t piece = std::max(kMinPiece, (bytes + 3) / 4);
     const uint32_t pieces = bytes == 0 ? 1 : uint32_t((bytes + piece - 1) / piece);
-    uint32_t head = ch.head.load(std::memory_order_relaxed);  // only this rank advances it
     // Room for the whole message first, so that a failure here posts nothing.
     forget_received(out, ch.tail.load(std::memory_order_acquire));
     uint64_t at = 0;
@@ -116,11 +137,18 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer) {
     }
 }
 
-Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer) {
+Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy) {
     const int me = arena_.rank();
     Channel& ch = channel(peer, me);
     Inbox& in = in_[size_t(peer)];
     uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
+    if (single_copy && bytes >= kCmaMinBytes && ch.head.load(std::memory_order_acquire) == tail) {
+        // Not sent yet: offer the sender this buffer (see send).
+        ch.posted_addr.store(reinterpret_cast<uint64_t>(buf), std::memory_order_relaxed);
+        ch.posted_bytes.store(bytes, std::memory_order_relaxed);
+        ch.posted_sig.store(sig, std::memory_order_relaxed);
+        ch.posted_index.store(tail, std::memory_order_release);
+    }
     size_t got = 0, total = 0;
     bool match = true;
     do {
@@ -128,7 +156,9 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer) {
         const Desc d = ch.ring[tail % kSlots];
         total = d.total;
         match = match && d.total == bytes && d.sig == sig;
-        if (d.bytes > 0) {
+        if (d.offset == kWritten) {
+            // already in buf
+        } else if (d.bytes > 0) {
             if (!in.data.data() || in.gen != d.gen) {
                 // The first piece in a new data segment: every earlier one was received.
                 std::string name = data_name(peer, me, d.gen);

@@ -38,9 +38,11 @@ public:
 
     // `sig` identifies count and datatype: a receive expecting another fails with
     // CCL_ERROR_INVALID_USAGE (the message is consumed). Sends come from one thread at a time,
-    // receives from one thread at a time (which may differ from the sender's).
-    Task send(const void* buf, size_t bytes, uint32_t sig, int peer);
-    Task recv(void* buf, size_t bytes, uint32_t sig, int peer);
+    // receives from one thread at a time (which may differ from the sender's). With
+    // `single_copy` (shm/cma.h), a large receive that waits offers its buffer, and a send that
+    // finds its receive offered writes straight into it.
+    Task send(const void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
+    Task recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
 
 private:
     struct Channel;

@@ -1,0 +1,55 @@
+#include "shm/cma.h"
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ccl::shm {
+
+namespace {
+
+using Transfer = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                             unsigned long);
+
+// The kernel may copy less than asked (at most about 1 GiB per call, or up to a bad page): loop.
+void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
+    size_t done = 0;
+    while (done < bytes) {
+        iovec l{static_cast<char*>(local) + done, bytes - done};
+        iovec r{static_cast<char*>(remote) + done, bytes - done};
+        ssize_t n = fn(pid, &l, 1, &r, 1, 0);
+        if (n > 0) {
+            done += size_t(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        int err = n < 0 ? errno : EFAULT;
+        throw Error(err == ESRCH ? CCL_ERROR_PEER_FAILURE : CCL_ERROR_SYSTEM,
+                    std::string(what) + " of " + std::to_string(bytes) + " bytes with pid " +
+                        std::to_string(pid) + " failed: " + std::strerror(err));
+    }
+}
+
+}  // namespace
+
+void cma_read(pid_t pid, void* local, const void* remote, size_t bytes) {
+    transfer(::process_vm_readv, "process_vm_readv", pid, local, const_cast<void*>(remote), bytes);
+}
+
+void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {
+    transfer(::process_vm_writev, "process_vm_writev", pid, const_cast<void*>(local), remote,
+             bytes);
+}
+
+bool cma_probe(pid_t pid, const void* remote, size_t bytes) {
+    std::vector<char> buf(bytes);
+    iovec l{buf.data(), bytes}, r{const_cast<void*>(remote), bytes};
+    return ::process_vm_readv(pid, &l, 1, &r, 1, 0) == ssize_t(bytes);
+}
+
+}  // namespace ccl::shm

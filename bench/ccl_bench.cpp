@@ -1,362 +1,275 @@
 // ccl_bench: times ccl collectives over a range of sizes and prints a table like nccl-tests.
-// Start it under cclrun (ccl_comm_create_from_env): cclrun -n 4 ccl_bench -c allreduce
-#include <getopt.h>
+// Start it under cclrun, mpirun or torchrun (ccl_comm_create_from_env):
+//   cclrun -n 4 ccl_bench -c allreduce,alltoall -b 8 -e 16M --csv out.csv
+//
+// For every case (collective, datatype, reduction, placement) and size: warm up, choose the
+// iteration count (the same on every rank), time a loop of calls on every rank, report the
+// slowest rank's average, and check one more call (or every call) against a reference.
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <ctime>
 #include <fstream>
+#include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "ccl/ccl.h"
+#include "bench.h"
+#include "collective.h"
+#include "report.h"
 
+namespace bench {
 namespace {
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        ccl_result_t r_ = (call);                                                    \
-        if (r_ != CCL_SUCCESS) {                                                     \
-            std::fprintf(stderr, "ccl_bench: %s: %s: %s\n", #call, ccl_strerror(r_), \
-                         ccl_last_error());                                          \
-            std::exit(1);                                                            \
-        }                                                                            \
-    } while (0)
+using Clock = std::chrono::steady_clock;
 
-struct Options {
-    std::vector<std::string> colls{"allreduce", "broadcast", "barrier"};
-    size_t min_bytes = 8, max_bytes = 64u << 20, factor = 2;
-    ccl_datatype_t dtype = CCL_FLOAT32;
-    ccl_reduction_t op = CCL_SUM;
-    int root = 0;
-    int iters = 0;  // 0: chosen per size for about `target_s` of timing
-    int warmup = 5;
-    double target_s = 0.2;
-    bool in_place = false;
-    bool check = true;
-    bool cache = false;  // match_id caching (attr.to_cache)
-};
-
-const struct {
-    const char* name;
-    ccl_datatype_t t;
-    size_t size;
-} kTypes[] = {
-    {"int8", CCL_INT8, 1},         {"uint8", CCL_UINT8, 1},     {"int16", CCL_INT16, 2},
-    {"uint16", CCL_UINT16, 2},     {"int32", CCL_INT32, 4},     {"uint32", CCL_UINT32, 4},
-    {"int64", CCL_INT64, 8},       {"uint64", CCL_UINT64, 8},   {"float16", CCL_FLOAT16, 2},
-    {"bfloat16", CCL_BFLOAT16, 2}, {"float32", CCL_FLOAT32, 4}, {"float64", CCL_FLOAT64, 8}};
-const char* kOps[] = {"sum", "prod", "min", "max", "avg"};
-
-size_t type_size(ccl_datatype_t t) {
-    for (auto& x : kTypes)
-        if (x.t == t) return x.size;
-    return 0;
-}
-const char* type_name(ccl_datatype_t t) {
-    for (auto& x : kTypes)
-        if (x.t == t) return x.name;
-    return "?";
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-size_t parse_size(const char* s) {
-    char* end = nullptr;
-    double v = std::strtod(s, &end);
-    std::string unit = end;
-    size_t mult = unit == "" || unit == "B"     ? 1
-                  : unit == "K" || unit == "KB" ? 1024
-                  : unit == "M" || unit == "MB" ? 1u << 20
-                  : unit == "G" || unit == "GB" ? 1u << 30
-                                                : 0;
-    if (end == s || mult == 0 || v < 0) {
-        std::fprintf(stderr, "ccl_bench: bad size '%s' (examples: 8, 64K, 16M)\n", s);
-        std::exit(2);
+// Exits on a ccl failure: the launcher then stops the other ranks.
+void check(ccl_result_t r, const char* what) {
+    if (r == CCL_SUCCESS) return;
+    std::fprintf(stderr, "ccl_bench: %s: %s: %s\n", what, ccl_strerror(r), ccl_last_error());
+    std::exit(1);
+}
+
+class Runner {
+public:
+    Runner(ccl_comm_t comm, const Options& o, Report& report)
+        : comm_(comm), o_(o), report_(report) {
+        check(ccl_comm_rank(comm, &rank_), "ccl_comm_rank");
+        check(ccl_comm_size(comm, &ranks_), "ccl_comm_size");
     }
-    return size_t(v * double(mult));
-}
 
-void usage(int code) {
-    std::printf(
-        "usage: ccl_bench [options]   (start it with cclrun -n N, or another launcher)\n"
-        "  -c, --coll LIST       allreduce,broadcast,barrier or all (default all)\n"
-        "  -b, --min-bytes SIZE  smallest message (default 8)\n"
-        "  -e, --max-bytes SIZE  largest message (default 64M)\n"
-        "  -f, --factor N        size multiplier between rows (default 2)\n"
-        "  -d, --dtype NAME      int8 ... float64, float16, bfloat16 (default float32)\n"
-        "  -o, --op NAME         sum, prod, min, max, avg (default sum)\n"
-        "  -r, --root N          broadcast root (default 0)\n"
-        "  -n, --iters N         timed iterations per size (default: about 0.2 s per size)\n"
-        "  -w, --warmup N        untimed iterations per size (default 5)\n"
-        "  -i, --in-place        send == recv\n"
-        "      --no-check        skip the result check\n"
-        "  -k, --cache           cache schedules under a match_id per size (attr.to_cache)\n"
-        "  -h, --help\n");
-    std::exit(code);
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    static const option longs[] = {{"coll", 1, nullptr, 'c'},      {"min-bytes", 1, nullptr, 'b'},
-                                   {"max-bytes", 1, nullptr, 'e'}, {"factor", 1, nullptr, 'f'},
-                                   {"dtype", 1, nullptr, 'd'},     {"op", 1, nullptr, 'o'},
-                                   {"root", 1, nullptr, 'r'},      {"iters", 1, nullptr, 'n'},
-                                   {"warmup", 1, nullptr, 'w'},    {"in-place", 0, nullptr, 'i'},
-                                   {"no-check", 0, nullptr, 'C'}, {"cache", 0, nullptr, 'k'},  {"help", 0, nullptr, 'h'},
-                                   {nullptr, 0, nullptr, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "c:b:e:f:d:o:r:n:w:ikh", longs, nullptr)) != -1) {
-        switch (c) {
-            case 'c': {
-                o.colls.clear();
-                std::string s = optarg;
-                if (s == "all") s = "allreduce,broadcast,barrier";
-                for (size_t p = 0; p <= s.size();) {
-                    size_t q = s.find(',', p);
-                    if (q == std::string::npos) q = s.size();
-                    std::string name = s.substr(p, q - p);
-                    if (name != "allreduce" && name != "broadcast" && name != "barrier") {
-                        std::fprintf(stderr, "ccl_bench: unknown collective '%s'\n", name.c_str());
-                        std::exit(2);
-                    }
-                    o.colls.push_back(name);
-                    p = q + 1;
-                }
-                break;
-            }
-            case 'b': o.min_bytes = parse_size(optarg); break;
-            case 'e': o.max_bytes = parse_size(optarg); break;
-            case 'f': o.factor = std::max(2, std::atoi(optarg)); break;
-            case 'd': {
-                bool found = false;
-                for (auto& x : kTypes)
-                    if (std::strcmp(x.name, optarg) == 0) {
-                        o.dtype = x.t;
-                        found = true;
-                    }
-                if (!found) {
-                    std::fprintf(stderr, "ccl_bench: unknown dtype '%s'\n", optarg);
-                    std::exit(2);
-                }
-                break;
-            }
-            case 'o': {
-                bool found = false;
-                for (int i = 0; i < 5; ++i)
-                    if (std::strcmp(kOps[i], optarg) == 0) {
-                        o.op = ccl_reduction_t(i);
-                        found = true;
-                    }
-                if (!found) {
-                    std::fprintf(stderr, "ccl_bench: unknown op '%s'\n", optarg);
-                    std::exit(2);
-                }
-                break;
-            }
-            case 'r': o.root = std::atoi(optarg); break;
-            case 'n': o.iters = std::max(1, std::atoi(optarg)); break;
-            case 'w': o.warmup = std::max(0, std::atoi(optarg)); break;
-            case 'i': o.in_place = true; break;
-            case 'C': o.check = false; break;
-            case 'k': o.cache = true; break;
-            case 'h': usage(0); break;
-            default: usage(2);
+    // Every case, each over its sizes.
+    void run() {
+        start_ = last_progress_ = Clock::now();
+        std::vector<Spec> specs = cases();
+        for (const Spec& s : specs) total_rows_ += sizes(s.coll).size();
+        for (const Spec& s : specs) {
+            Case c(comm_, rank_, ranks_, o_, s.coll, s.dtype, s.op, s.in_place);
+            run_case(c);
         }
     }
-    return o;
-}
+
+private:
+    struct Timing {
+        double us;      // the slowest rank's average time per call
+        int64_t wrong;  // over all ranks; -1 when not checked
+    };
+
+    struct Spec {
+        Coll coll;
+        ccl_datatype_t dtype;
+        ccl_reduction_t op;
+        bool in_place;
+    };
+
+    // Every case of the run, in order: each collective at each datatype, reduction and placement
+    // it takes.
+    std::vector<Spec> cases() const {
+        std::vector<Spec> out;
+        for (Coll coll : o_.colls) {
+            const CollInfo& ci = info(coll);
+            std::vector<ccl_datatype_t> dtypes = o_.dtypes;
+            if (coll == Coll::barrier) dtypes.resize(1);
+            std::vector<ccl_reduction_t> ops = ci.reduces ? o_.ops : std::vector{CCL_SUM};
+            std::vector<bool> places = ci.places == Places::both ? o_.in_place : std::vector{false};
+            for (ccl_datatype_t dtype : dtypes)
+                for (ccl_reduction_t op : ops)
+                    for (bool in_place : places) out.push_back({coll, dtype, op, in_place});
+        }
+        return out;
+    }
+
+    std::vector<size_t> sizes(Coll coll) const {
+        return coll == Coll::barrier ? std::vector<size_t>{0} : o_.size_list();
+    }
+
+    void run_case(Case& c) {
+        const char* name = info(c.coll()).name;
+        report_.section(name, c.title());
+        size_t previous = SIZE_MAX;
+        for (size_t size : sizes(c.coll())) {
+            ++rows_done_;
+            c.resize(size);
+            if (c.bytes() == previous) continue;  // rounded to the size of the last row
+            previous = c.bytes();
+            std::optional<Timing> t = measure(c);
+            if (!t) {
+                report_.skipped(std::string(name) + " is not supported: " + unsupported_);
+                return;
+            }
+            double algbw = t->us > 0 ? double(c.bytes()) / t->us / 1e3 : 0;
+            report_.row(Row{name, ranks_, c.bytes(), c.count(), c.dtype_name(), c.op_name(),
+                            c.root(), c.in_place(), t->us, algbw,
+                            algbw * bus_factor(c.coll(), ranks_), t->wrong});
+            progress(name, c.bytes());
+        }
+        report_.section_end();
+    }
+
+    // Times one size. nullopt when ccl does not support the case.
+    std::optional<Timing> measure(Case& c) {
+        c.prepare();  // defined inputs, for the warm-up too
+        // The first call says whether ccl supports the case, and roughly how long a call takes.
+        Clock::time_point t0 = Clock::now();
+        ccl_result_t r = c.issue();
+        if (r == CCL_ERROR_UNSUPPORTED) {
+            unsupported_ = *ccl_last_error() ? ccl_last_error() : ccl_strerror(r);
+            return std::nullopt;
+        }
+        check(r, "warm-up call");
+        double first = max_over_ranks(seconds_since(t0));
+        // The rest of the warm-up takes at most a quarter of the time per size.
+        int warmup = int(std::min(o_.warmup - 1.0, o_.time_s / 4 / first));
+        for (int i = 0; i < warmup; ++i) check(c.issue(), "warm-up call");
+
+        int iters = o_.iters ? o_.iters : choose_iters(c, first);
+        uint64_t wrong = 0;
+        double us = max_over_ranks(loop(c, iters, wrong) / iters * 1e6);
+        if (o_.check == Check::last) {
+            c.prepare();
+            check(c.issue(), "checked call");
+            wrong = c.wrong();
+        }
+        int64_t total_wrong = o_.check == Check::none ? -1 : int64_t(sum_over_ranks(wrong));
+        return Timing{us, total_wrong};
+    }
+
+    // Enough iterations for about o_.time_s of timing, the same on every rank: time growing loops
+    // until one takes a tenth of that.
+    int choose_iters(Case& c, double first_call_s) {
+        int k = int(std::clamp(o_.time_s / 20 / first_call_s, 1.0, double(o_.max_iters)));
+        for (;;) {
+            uint64_t ignored = 0;
+            Clock::time_point t0 = Clock::now();
+            loop(c, k, ignored);
+            double t = std::max(max_over_ranks(seconds_since(t0)), 1e-9);
+            if (t >= o_.time_s / 10 || k >= o_.max_iters)
+                return int(
+                    std::clamp(o_.time_s * k / t, double(o_.min_iters), double(o_.max_iters)));
+            k = std::min(k * 4, o_.max_iters);
+        }
+    }
+
+    // Runs `iters` timed calls; returns this rank's seconds in them. With --check all, every call
+    // gets fresh inputs first and is checked after (neither timed), adding its wrong elements.
+    double loop(Case& c, int iters, uint64_t& wrong) {
+        check(ccl_barrier(comm_, nullptr), "ccl_barrier");
+        if (o_.check != Check::all) {
+            Clock::time_point t0 = Clock::now();
+            for (int i = 0; i < iters; ++i) check(c.issue(), "timed call");
+            return seconds_since(t0);
+        }
+        double s = 0;
+        for (int i = 0; i < iters; ++i) {
+            c.prepare();
+            check(ccl_barrier(comm_, nullptr), "ccl_barrier");
+            Clock::time_point t0 = Clock::now();
+            check(c.issue(), "timed call");
+            s += seconds_since(t0);
+            wrong += c.wrong();
+        }
+        return s;
+    }
+
+    double max_over_ranks(double x) {
+        check(ccl_allreduce(&x, &x, 1, CCL_FLOAT64, CCL_MAX, comm_, nullptr, nullptr),
+              "ccl_allreduce");
+        return x;
+    }
+    uint64_t sum_over_ranks(uint64_t x) {
+        check(ccl_allreduce(&x, &x, 1, CCL_UINT64, CCL_SUM, comm_, nullptr, nullptr),
+              "ccl_allreduce");
+        return x;
+    }
+
+    // A line on stderr every 10 s once a run has taken that long.
+    void progress(const char* coll, size_t bytes) {
+        if (rank_ != 0 || seconds_since(last_progress_) < 10) return;
+        last_progress_ = Clock::now();
+        std::fprintf(stderr, "ccl_bench: %.0f s: %s %s done, row %zu of about %zu\n",
+                     seconds_since(start_), coll, format_bytes(bytes).c_str(), rows_done_,
+                     total_rows_);
+    }
+
+    ccl_comm_t comm_;
+    const Options& o_;
+    Report& report_;
+    int rank_ = 0, ranks_ = 1;
+    std::string unsupported_;
+    Clock::time_point start_, last_progress_;
+    size_t rows_done_ = 0, total_rows_ = 0;
+};
 
 std::string cpu_model() {
     std::ifstream in("/proc/cpuinfo");
     for (std::string line; std::getline(in, line);)
         if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown CPU";
+    return "unknown";
 }
 
-// Small integers, exact in every datatype and for every reduction at up to 64 ranks (sum) or with
-// product 1 (prod), so the check is exact whatever the summation order.
-double input_value(int rank, size_t i, ccl_reduction_t op) {
-    if (op == CCL_PROD) return 1;
-    return double((size_t(rank) * 7 + i) % 4);
+RunInfo run_info(int ranks) {
+    RunInfo run;
+    run.ranks = ranks;
+    int major = 0, minor = 0, patch = 0;
+    check(ccl_get_version(&major, &minor, &patch), "ccl_get_version");
+    run.version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+    run.cpu = cpu_model();
+    run.cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    run.host = host;
+    char date[64] = "";
+    std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&now));
+    run.date = date;
+    return run;
 }
 
-void store(void* buf, size_t i, ccl_datatype_t t, double v) {
-    char* p = static_cast<char*>(buf) + i * type_size(t);
-    switch (t) {
-        case CCL_FLOAT16: {
-            _Float16 h = _Float16(float(v));
-            std::memcpy(p, &h, 2);
-            break;
-        }
-        case CCL_BFLOAT16: {
-            float f = float(v);
-            uint32_t u;
-            std::memcpy(&u, &f, 4);
-            uint16_t h = uint16_t(u >> 16);
-            std::memcpy(p, &h, 2);
-            break;
-        }
-        case CCL_FLOAT32: {
-            float f = float(v);
-            std::memcpy(p, &f, 4);
-            break;
-        }
-        case CCL_FLOAT64: std::memcpy(p, &v, 8); break;
-        default: {
-            int64_t x = int64_t(v);
-            std::memcpy(p, &x, type_size(t));
-            break;
-        }
-    }
-}
-
-class Bench {
-public:
-    Bench(ccl_comm_t comm, const Options& o) : comm_(comm), o_(o) {
-        CHECK(ccl_comm_rank(comm, &rank_));
-        CHECK(ccl_comm_size(comm, &size_));
-    }
-
-    void run(const std::string& coll) {
-        if (rank_ == 0) {
-            std::printf("#\n# %s  dtype %s  op %s  root %d  %s%s\n", coll.c_str(),
-                        type_name(o_.dtype), kOps[o_.op], o_.root,
-                        o_.in_place ? "in place" : "out of place",
-                        o_.cache ? "  match_id cache on" : "");
-            std::printf("# %12s %12s %9s %6s %5s %11s %9s %9s %7s\n", "size(B)", "count", "type",
-                        "redop", "root", "time(us)", "algbw", "busbw", "#wrong");
-        }
-        const size_t es = type_size(o_.dtype);
-        double busbw_sum = 0;
-        int rows = 0;
-        size_t first = coll == "barrier" ? 0 : std::max(o_.min_bytes, es);
-        size_t last = coll == "barrier" ? 0 : o_.max_bytes;
-        for (size_t bytes = first; bytes <= last; bytes = bytes ? bytes * o_.factor : 1) {
-            size_t count = bytes / es;
-            bytes = count * es;
-            send_.resize(bytes);
-            recv_.resize(bytes);
-            fill(count);
-            for (int i = 0; i < o_.warmup; ++i) once(coll, count);
-            int iters = o_.iters ? o_.iters : choose_iters(coll, count);
-            CHECK(ccl_barrier(comm_, nullptr));
-            auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < iters; ++i) once(coll, count);
-            double us =
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                    .count() /
-                iters;
-            CHECK(ccl_allreduce(&us, &us, 1, CCL_FLOAT64, CCL_MAX, comm_, nullptr, nullptr));
-            uint64_t wrong = o_.check ? check(coll, count) : 0;
-            double algbw = us > 0 ? double(bytes) / us / 1e3 : 0;
-            double factor = coll == "allreduce" ? 2.0 * (size_ - 1) / size_ : 1.0;
-            double busbw = algbw * factor;
-            if (rank_ == 0) {
-                std::printf("  %12zu %12zu %9s %6s %5d %11.2f %9.2f %9.2f %7s\n", bytes, count,
-                            type_name(o_.dtype), coll == "allreduce" ? kOps[o_.op] : "none",
-                            coll == "broadcast" ? o_.root : -1, us, algbw, busbw,
-                            o_.check ? std::to_string(wrong).c_str() : "N/A");
-                std::fflush(stdout);
-            }
-            busbw_sum += busbw;
-            ++rows;
-            if (bytes == 0) break;
-        }
-        if (rank_ == 0 && coll != "barrier")
-            std::printf("# avg busbw: %.3f GB/s\n", busbw_sum / std::max(rows, 1));
-    }
-
-private:
-    void once(const std::string& coll, size_t count) {
-        // With --cache, each collective and size is one call site with its own match_id.
-        ccl_coll_attr_t attr = CCL_COLL_ATTR_INIT;
-        std::string match_id = coll + "-" + std::to_string(count);
-        attr.to_cache = o_.cache;
-        attr.match_id = match_id.c_str();
-        if (coll == "allreduce")
-            CHECK(ccl_allreduce(send_.data(), o_.in_place ? send_.data() : recv_.data(), count,
-                                o_.dtype, o_.op, comm_, &attr, nullptr));
-        else if (coll == "broadcast")
-            CHECK(ccl_broadcast(send_.data(), count, o_.dtype, o_.root, comm_, &attr, nullptr));
-        else
-            CHECK(ccl_barrier(comm_, nullptr));
-    }
-
-    void fill(size_t count) {
-        for (size_t i = 0; i < count; ++i)
-            store(send_.data(), i, o_.dtype, input_value(rank_, i, o_.op));
-    }
-
-    // Enough iterations for about target_s, agreed by all ranks.
-    int choose_iters(const std::string& coll, size_t count) {
-        auto t0 = std::chrono::steady_clock::now();
-        once(coll, count);
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        CHECK(ccl_allreduce(&s, &s, 1, CCL_FLOAT64, CCL_MAX, comm_, nullptr, nullptr));
-        return int(std::clamp(o_.target_s / std::max(s, 1e-7), 5.0, 100000.0));
-    }
-
-    // Runs the collective once more on fresh input and counts wrong elements over all ranks.
-    uint64_t check(const std::string& coll, size_t count) {
-        fill(count);
-        if (coll == "broadcast" && rank_ != o_.root) std::memset(send_.data(), 0, send_.size());
-        once(coll, count);
-        const void* out = coll == "allreduce" && !o_.in_place ? recv_.data() : send_.data();
-        std::vector<char> want(type_size(o_.dtype));
-        uint64_t wrong = 0;
-        for (size_t i = 0; coll != "barrier" && i < count; ++i) {
-            double v = 0;
-            if (coll == "broadcast")
-                v = input_value(o_.root, i, o_.op);
-            else {
-                v = input_value(0, i, o_.op);
-                for (int r = 1; r < size_; ++r) {
-                    double x = input_value(r, i, o_.op);
-                    v = o_.op == CCL_SUM || o_.op == CCL_AVG ? v + x
-                        : o_.op == CCL_PROD                  ? v * x
-                        : o_.op == CCL_MIN                   ? std::min(v, x)
-                                                             : std::max(v, x);
-                }
-                if (o_.op == CCL_AVG)
-                    v = o_.dtype >= CCL_FLOAT16 ? v / size_ : std::trunc(v / size_);
-            }
-            store(want.data(), 0, o_.dtype, v);
-            wrong += std::memcmp(want.data(), static_cast<const char*>(out) + i * want.size(),
-                                 want.size()) != 0;
-        }
-        CHECK(ccl_allreduce(&wrong, &wrong, 1, CCL_UINT64, CCL_SUM, comm_, nullptr, nullptr));
-        if (coll == "allreduce" && o_.in_place) fill(count);
-        return wrong;
-    }
-
-    ccl_comm_t comm_;
-    Options o_;
-    int rank_ = 0, size_ = 1;
-    std::vector<char> send_, recv_;
-};
-
-}  // namespace
-
-int main(int argc, char** argv) {
-    Options o = parse(argc, argv);
+int run(int argc, char** argv) {
+    Options o = parse_options(argc, argv);
     ccl_comm_t comm;
-    CHECK(ccl_comm_create_from_env(&comm));
-    int rank, size, major, minor, patch;
-    CHECK(ccl_comm_rank(comm, &rank));
-    CHECK(ccl_comm_size(comm, &size));
-    CHECK(ccl_get_version(&major, &minor, &patch));
-    if (o.root < 0 || o.root >= size) {
-        if (rank == 0)
-            std::fprintf(stderr, "ccl_bench: root %d is not a rank (0..%d)\n", o.root, size - 1);
+    check(ccl_comm_create_from_env(&comm), "ccl_comm_create_from_env");
+    int rank = 0, ranks = 1;
+    check(ccl_comm_rank(comm, &rank), "ccl_comm_rank");
+    check(ccl_comm_size(comm, &ranks), "ccl_comm_size");
+
+    Report report(o, rank == 0);
+    std::string error = report.open_files();
+    if (o.root >= ranks)
+        error = "root " + std::to_string(o.root) + " is not a rank (0.." +
+                std::to_string(ranks - 1) + ")";
+    double failed = !error.empty();  // rank 0's verdict, so that every rank stops
+    check(ccl_allreduce(&failed, &failed, 1, CCL_FLOAT64, CCL_MAX, comm, nullptr, nullptr),
+          "ccl_allreduce");
+    if (failed) {
+        if (rank == 0) std::fprintf(stderr, "ccl_bench: %s\n", error.c_str());
+        check(ccl_comm_destroy(comm), "ccl_comm_destroy");
         return 2;
     }
-    if (rank == 0)
-        std::printf("# ccl_bench: ccl %d.%d.%d, %d ranks on 1 node, transport shm, %s\n", major,
-                    minor, patch, size, cpu_model().c_str());
-    Bench bench(comm, o);
-    for (const std::string& coll : o.colls) bench.run(coll);
-    CHECK(ccl_comm_destroy(comm));
-    return 0;
+
+    report.header(run_info(ranks));
+    Runner(comm, o, report).run();
+    int64_t wrong = report.finish();
+    check(ccl_comm_destroy(comm), "ccl_comm_destroy");
+    return wrong > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) {
+    try {
+        return bench::run(argc, argv);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "ccl_bench: out of memory (try a smaller --max-bytes)\n");
+        return 1;
+    }
 }

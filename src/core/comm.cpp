@@ -279,6 +279,7 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
         return;
     }
     pending_.fetch_add(1, std::memory_order_acq_rel);
+    std::vector<std::shared_ptr<Request>> waiting = reqs;
     // The execution keeps this communicator alive until it has run.
     auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,
                                                                        const std::string& msg) {
@@ -287,8 +288,12 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
         std::lock_guard<std::mutex> lock(self->mu_);
         if (self->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) self->idle_.notify_all();
     };
-    workers().submit(id_,
-                     std::make_unique<Execution>(std::move(schedule), bufs, std::move(on_done)));
+    // Only the user thread starts work, so last_started_ needs no lock.
+    auto exec = std::make_shared<Execution>(std::move(schedule), bufs, std::move(on_done),
+                                            std::move(last_started_));
+    for (const auto& r : waiting) r->set_execution(exec);
+    last_started_ = exec;
+    workers().submit(id_, std::move(exec));
 }
 
 void Communicator::wait_idle() {

@@ -24,6 +24,7 @@ namespace ccl {
 namespace kvs {
 class Client;
 }
+class Execution;
 
 // How a call wants to be run, from its attributes.
 struct CallOptions {
@@ -99,7 +100,8 @@ private:
     std::shared_ptr<const Schedule> last_;  // the last uncached call's plan (caller's thread only)
     std::set<const char*> logged_;          // algorithm choices reported at info (caller only)
 
-    std::atomic<size_t> pending_{0};  // work queued on the worker and not finished
+    std::shared_ptr<Execution> last_started_;  // the previous queued execution (user thread only)
+    std::atomic<size_t> pending_{0};           // work queued on the worker and not finished
     std::atomic<bool> is_broken_{false};
     std::mutex mu_;  // guards broken_ and pairs with idle_
     std::condition_variable idle_;

@@ -1,5 +1,9 @@
 #include "core/executor.h"
 
+#include <algorithm>
+#include <thread>
+#include <vector>
+
 #include "core/error.h"
 
 namespace ccl {
@@ -8,15 +12,23 @@ void execute(const Schedule& schedule, const Buffers& bufs) {
     for (const Step& step : schedule.steps) step.start(bufs).run_blocking();
 }
 
-bool Execution::progress() {
+bool Execution::advance(bool blocking) {
+    if (finished()) return true;
+    if (prev_) {
+        if (!prev_->finished()) return false;
+        prev_.reset();
+    }
     ccl_result_t code = CCL_SUCCESS;
     std::string message;
     try {
         while (step_ < schedule_->steps.size()) {
             if (!task_.valid()) task_ = schedule_->steps[step_].start(bufs_);
-            if (Waiter* w = task_.waiting(); w && !w->ready()) return false;
+            if (Waiter* w = task_.waiting(); w && !w->ready()) {
+                if (!blocking) return false;
+                w->block();
+            }
             task_.resume();
-            if (!task_.done()) return false;
+            if (!task_.done()) continue;
             task_ = Task();
             ++step_;
         }
@@ -27,8 +39,55 @@ bool Execution::progress() {
         code = CCL_ERROR_INTERNAL;
         message = std::string("internal error: ") + e.what();
     }
-    on_done_(code, message);  // once, outside the try: its own failure is not the step's
+    task_ = Task();
+    finished_.store(true, std::memory_order_release);
+    // Once, outside the try: its own failure is not the step's. Dropped after the call, with what
+    // it holds (the communicator).
+    OnDone done = std::move(on_done_);
+    done(code, message);
     return true;
+}
+
+bool Execution::progress() {
+    if (driven_.load(std::memory_order_acquire)) return finished();
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock) return finished();
+    return advance(false);
+}
+
+void Execution::drive() {
+    driven_.store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mu_);  // a napping worker lets go within its nap
+    advance(true);
+}
+
+void Execution::finish() {
+    // Oldest first, so that each runs after its predecessor (no recursion however long the
+    // queue).
+    std::vector<std::shared_ptr<Execution>> before;
+    for (std::shared_ptr<Execution> p =
+             [&] {
+                 std::lock_guard<std::mutex> lock(mu_);
+                 return prev_;
+             }();
+         p && !p->finished();) {
+        before.push_back(p);
+        std::lock_guard<std::mutex> lock(p->mu_);
+        p = p->prev_;
+    }
+    for (auto it = before.rbegin(); it != before.rend(); ++it) (*it)->drive();
+    drive();
+}
+
+void Execution::nap(std::chrono::microseconds max) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock || driven_.load(std::memory_order_acquire)) {  // a waiting thread runs it
+        lock = {};
+        std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
+        return;
+    }
+    if (finished() || !task_.valid()) return;
+    if (Waiter* w = task_.waiting()) w->sleep(max);
 }
 
 }  // namespace ccl

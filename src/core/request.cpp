@@ -1,6 +1,10 @@
 #include "core/request.h"
 
+#include <sched.h>
+
 #include "core/error.h"
+#include "core/executor.h"
+#include "shm/wait.h"
 
 namespace ccl {
 
@@ -16,6 +20,14 @@ void Request::complete(ccl_result_t code, std::string message) {
 
 void Request::wait() {
     if (done()) return;
+    if (auto e = execution_.lock()) e->finish();  // completes this request
+    // Short collectives finish within microseconds of the wait: poll a little before sleeping,
+    // yielding so that on a crowded node the worker that completes it gets the cpu.
+    for (int i = 0; i < 64; ++i) {
+        if (done()) return;
+        for (int k = 0; k < 32; ++k) shm::cpu_relax();
+        if (i >= 16) sched_yield();
+    }
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done(); });
 }

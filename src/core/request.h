@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -11,13 +12,18 @@
 
 namespace ccl {
 
+class Execution;
+
 class Request {
 public:
+    // The execution that completes this request, which wait() may drive itself.
+    void set_execution(std::weak_ptr<Execution> e) { execution_ = std::move(e); }
     // Called once, by whoever ran the collective.
     void complete(ccl_result_t code, std::string message = {});
     bool done() const { return done_.load(std::memory_order_acquire); }
-    // Blocks until complete. It needs no deadline of its own: the collective's every wait has one
-    // (CCL_TIMEOUT), so it completes, failing if need be.
+    // Blocks until complete, running the collective on this thread if no worker has it in hand.
+    // It needs no deadline of its own: the collective's every wait has one (CCL_TIMEOUT), so it
+    // completes, failing if need be.
     void wait();
     // After done(): the collective's result and, if it failed, why.
     ccl_result_t result() const { return code_; }
@@ -31,6 +37,7 @@ private:
     std::atomic<bool> done_{false};
     ccl_result_t code_ = CCL_SUCCESS;
     std::string message_;
+    std::weak_ptr<Execution> execution_;
 };
 
 }  // namespace ccl

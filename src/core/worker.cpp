@@ -71,7 +71,7 @@ WorkerPool::~WorkerPool() {
     for (auto& w : workers_) w->thread.join();
 }
 
-void WorkerPool::submit(uint64_t queue, std::unique_ptr<Execution> job) {
+void WorkerPool::submit(uint64_t queue, std::shared_ptr<Execution> job) {
     Worker& w = *workers_[queue % workers_.size()];
     {
         std::lock_guard<std::mutex> lock(w.mu);
@@ -89,7 +89,7 @@ void WorkerPool::run(Worker& w, bool crowded) {
         crowded ? clock::duration::zero() : clock::duration(std::chrono::microseconds(50));
     const auto yield_for = std::chrono::microseconds(200);
     // Per communicator, its executions in issue order; only the first of each runs.
-    std::map<uint64_t, std::deque<std::unique_ptr<Execution>>> queues;
+    std::map<uint64_t, std::deque<std::shared_ptr<Execution>>> queues;
     clock::time_point idle_since{};  // when the passes that finish nothing began
     for (;;) {
         if (queues.empty() || w.has_incoming.load(std::memory_order_acquire)) {
@@ -122,8 +122,9 @@ void WorkerPool::run(Worker& w, bool crowded) {
             shm::cpu_relax();
         } else if (now - idle_since < spin_for + yield_for) {
             std::this_thread::yield();
-        } else if (Waiter* waiter = queues.begin()->second.front()->waiting()) {
-            waiter->sleep(std::chrono::microseconds(queues.size() > 1 ? 100 : 1000));
+        } else {
+            queues.begin()->second.front()->nap(
+                std::chrono::microseconds(queues.size() > 1 ? 100 : 1000));
         }
     }
 }

@@ -278,7 +278,9 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
         for (const auto& r : reqs) r->complete(code, message);
         return;
     }
-    pending_.fetch_add(1, std::memory_order_acq_rel);
+    // With nothing of this communicator queued, this thread starts the work itself: a receive
+    // offers its buffer to the sender at once, a collective publishes its input.
+    const bool idle = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
     std::vector<std::shared_ptr<Request>> waiting = reqs;
     // The execution keeps this communicator alive until it has run.
     auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,
@@ -290,9 +292,10 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     };
     // Only the user thread starts work, so last_started_ needs no lock.
     auto exec = std::make_shared<Execution>(std::move(schedule), bufs, std::move(on_done),
-                                            std::move(last_started_));
+                                            std::move(last_started_), shared_from_this());
     for (const auto& r : waiting) r->set_execution(exec);
     last_started_ = exec;
+    if (idle && exec->progress()) return;  // finished already
     workers().submit(id_, std::move(exec));
 }
 

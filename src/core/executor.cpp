@@ -44,6 +44,7 @@ bool Execution::advance(bool blocking) {
     // Once, outside the try: its own failure is not the step's. Dropped after the call, with what
     // it holds (the communicator).
     OnDone done = std::move(on_done_);
+    owner_.reset();
     done(code, message);
     return true;
 }
@@ -80,14 +81,20 @@ void Execution::finish() {
 }
 
 void Execution::nap(std::chrono::microseconds max) {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock || driven_.load(std::memory_order_acquire)) {  // a waiting thread runs it
-        lock = {};
-        std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
-        return;
+    Waiter::Sleeper sleep;
+    std::shared_ptr<void> keep;  // the memory the sleeper watches
+    {
+        std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+        if (lock && !driven_.load(std::memory_order_acquire) && !finished() && task_.valid())
+            if (Waiter* w = task_.waiting()) {
+                sleep = w->sleeper();
+                keep = owner_;
+            }
     }
-    if (finished() || !task_.valid()) return;
-    if (Waiter* w = task_.waiting()) w->sleep(max);
+    if (sleep)
+        sleep(max);
+    else  // a waiting thread drives it, or it is between steps
+        std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
 }
 
 }  // namespace ccl

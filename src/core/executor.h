@@ -24,12 +24,14 @@ void execute(const Schedule& schedule, const Buffers& bufs);
 class Execution {
 public:
     using OnDone = std::function<void(ccl_result_t, const std::string&)>;
+    // `owner` (the communicator) is kept alive while a worker naps on this execution's wait.
     Execution(std::shared_ptr<const Schedule> schedule, const Buffers& bufs, OnDone on_done,
-              std::shared_ptr<Execution> prev)
+              std::shared_ptr<Execution> prev, std::shared_ptr<void> owner)
         : schedule_(std::move(schedule)),
           bufs_(bufs),
           on_done_(std::move(on_done)),
-          prev_(std::move(prev)) {}
+          prev_(std::move(prev)),
+          owner_(std::move(owner)) {}
 
     // Advances as far as it can without blocking, unless another thread is advancing it.
     // Returns true once finished (on_done has been called with the result, by whoever finished).
@@ -37,7 +39,8 @@ public:
     // Runs to the end on this thread, blocking in its waits, after the unfinished executions
     // issued before it; from then on the worker leaves them alone.
     void finish();
-    // Sleeps at most `max` on what it waits for (a worker with nothing else to do).
+    // Sleeps at most `max` on what it waits for (a worker with nothing else to do), without
+    // keeping a waiting thread from driving it meanwhile.
     void nap(std::chrono::microseconds max);
     bool finished() const { return finished_.load(std::memory_order_acquire); }
 
@@ -50,6 +53,7 @@ private:
     Buffers bufs_;
     OnDone on_done_;
     std::shared_ptr<Execution> prev_;  // dropped once finished
+    std::shared_ptr<void> owner_;      // dropped once finished
     size_t step_ = 0;
     Task task_;
     std::atomic<bool> finished_{false};

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <coroutine>
 #include <exception>
+#include <functional>
 #include <utility>
 
 namespace ccl {
@@ -17,8 +18,11 @@ public:
     virtual bool ready() = 0;
     // Blocks until ready() (spin, yield, then sleep), or throws like ready().
     virtual void block() = 0;
-    // Sleeps until the condition may have changed, at most `max`: for a worker with nothing to do.
-    virtual void sleep(std::chrono::microseconds max) = 0;
+    // How to sleep until the condition may have changed, at most the given time: for a worker
+    // with nothing to do. The sleeper must not touch this waiter (the task may move on meanwhile,
+    // driven by another thread); the memory it watches must outlive the communicator's work.
+    using Sleeper = std::function<void(std::chrono::microseconds max)>;
+    virtual Sleeper sleeper() = 0;
 
 protected:
     ~Waiter() = default;

@@ -219,8 +219,11 @@ void Arena::Flags::block() {
     while (!ready()) arena_.block_word(arena_.flag_word(next_), target_, clock_, true);
 }
 
-void Arena::Flags::sleep(std::chrono::microseconds max) {
-    if (next_ <= last_) sleep_on_word(arena_.flag_word(next_), target_, max);
+Waiter::Sleeper Arena::Flags::sleeper() {
+    if (next_ > last_) return [](std::chrono::microseconds) {};
+    return [w = arena_.flag_word(next_), t = target_](std::chrono::microseconds max) {
+        sleep_on_word(w, t, max);
+    };
 }
 
 void Arena::Flags::await_resume() {

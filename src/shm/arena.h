@@ -125,7 +125,7 @@ public:
 
     bool ready() override;
     void block() override;
-    void sleep(std::chrono::microseconds max) override;
+    Sleeper sleeper() override;
 
     bool await_ready() { return ready(); }
     void await_suspend(Task::Handle h) { h.promise().waiting = this; }
@@ -146,7 +146,9 @@ public:
 
     bool ready() override { return arena_.test_word(word_, target_, clock_); }
     void block() override { arena_.block_word(word_, target_, clock_, false); }
-    void sleep(std::chrono::microseconds max) override { sleep_on_word(word_, target_, max); }
+    Sleeper sleeper() override {
+        return [w = word_, t = target_](std::chrono::microseconds max) { sleep_on_word(w, t, max); };
+    }
 
     bool await_ready() { return ready(); }
     void await_suspend(Task::Handle h) { h.promise().waiting = this; }

@@ -220,7 +220,7 @@ CCL_API ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, cc
                                   ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req);
 /* Block j of send (sendcounts[j] elements) goes to rank j, landing as block `rank` of its recv;
  * recvcounts[j] must equal rank j's sendcounts[this rank] (a mismatch fails on every rank with
- * CCL_ERROR_INVALID_USAGE). */
+ * CCL_ERROR_INVALID_USAGE and breaks the communicator, like any disagreement between ranks). */
 CCL_API ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* recv,
                                    const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                                    const ccl_coll_attr_t* attr, ccl_request_t* req);

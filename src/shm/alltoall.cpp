@@ -27,8 +27,8 @@ struct Layout {
 
 // After the first round's all_ready: checks every rank's sendcounts against the receivers'
 // recvcounts (header of n sendcounts then n recvcounts at the start of every buffer) and returns
-// the largest block in bytes. Every rank checks the whole matrix, so all fail alike on a mismatch,
-// and each marks the round done first, so they stay in step.
+// the largest block in bytes. Every rank checks the whole matrix, so all fail alike on a mismatch
+// (which breaks the communicator, like any disagreement between ranks).
 size_t check_count_matrix(Arena& arena, size_t esize) {
     const size_t un = size_t(arena.nranks());
     size_t largest = 0;
@@ -36,13 +36,11 @@ size_t check_count_matrix(Arena& arena, size_t esize) {
         auto* hj = static_cast<const uint64_t*>(arena.peer_buffer(int(j)));
         for (size_t k = 0; k < un; ++k) {
             auto* hk = static_cast<const uint64_t*>(arena.peer_buffer(int(k)));
-            if (hj[k] != hk[un + j]) {
-                arena.done();
-                throw Error(CCL_ERROR_INVALID_USAGE,
-                            "alltoallv counts disagree: rank " + std::to_string(j) + " sends " +
-                                std::to_string(hj[k]) + " elements to rank " + std::to_string(k) +
-                                ", which expects " + std::to_string(hk[un + j]));
-            }
+            if (hj[k] != hk[un + j])
+                arena.fail(CCL_ERROR_INVALID_USAGE,
+                           "alltoallv counts disagree: rank " + std::to_string(j) + " sends " +
+                               std::to_string(hj[k]) + " elements to rank " + std::to_string(k) +
+                               ", which expects " + std::to_string(hk[un + j]));
             largest = std::max<size_t>(largest, hj[k] * esize);
         }
     }

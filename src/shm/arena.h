@@ -63,6 +63,9 @@ public:
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
     bool failed() const { return failed_.load(std::memory_order_acquire); }
+    // Marks the arena failed (for every rank) and throws: for algorithms that find ranks
+    // disagreeing on a call.
+    [[noreturn]] void fail(ccl_result_t code, const std::string& message);
 
     // A counter in shared memory that rank `owner` advances, with the count of ranks asleep on it;
     // the mailbox waits on these. Any thread may wait on one (each its own Watch).
@@ -99,7 +102,6 @@ private:
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
     static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed();  // throws if another rank marked the arena failed
-    [[noreturn]] void fail(ccl_result_t code, const std::string& message);
     void check_signature(int r, uint32_t seen);
 
     Segment seg_;
@@ -147,7 +149,8 @@ public:
     bool ready() override { return arena_.test_word(word_, target_, clock_); }
     void block() override { arena_.block_word(word_, target_, clock_, false); }
     Sleeper sleeper() override {
-        return [w = word_, t = target_](std::chrono::microseconds max) { sleep_on_word(w, t, max); };
+        return
+            [w = word_, t = target_](std::chrono::microseconds max) { sleep_on_word(w, t, max); };
     }
 
     bool await_ready() { return ready(); }

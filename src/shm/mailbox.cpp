@@ -62,6 +62,25 @@ Mailbox::Mailbox(Segment seg, std::string prefix, Arena& arena)
         throw Error(CCL_ERROR_INTERNAL, "mailbox segment " + seg_.name() + " has the wrong size");
 }
 
+Mailbox::~Mailbox() {
+    const int me = arena_.rank(), n = arena_.nranks();
+    for (int peer = 0; peer < n; ++peer) {
+        // Outgoing: keep the names the receiver may still open.
+        Outbox& out = out_[size_t(peer)];
+        forget_received(out, channel(me, peer).tail.load(std::memory_order_acquire));
+        for (const Piece& p : out.unreceived)
+            if (p.gen == out.gen) out.data.disown();
+        for (auto& [seg, head] : out.retired) seg.disown();  // not all received yet
+        // Incoming: remove the names of sent messages this rank never received.
+        Channel& in = channel(peer, me);
+        uint32_t head = in.head.load(std::memory_order_acquire);
+        for (uint32_t t = in.tail.load(std::memory_order_relaxed); before(t, head); ++t) {
+            const Desc& d = in.ring[t % kSlots];
+            if (d.bytes > 0 && d.offset != kWritten) Segment::remove(data_name(peer, me, d.gen));
+        }
+    }
+}
+
 Mailbox::Channel& Mailbox::channel(int from, int to) const {
     return static_cast<Channel*>(seg_.data())[size_t(from) * size_t(arena_.nranks()) + size_t(to)];
 }

@@ -31,6 +31,10 @@ public:
     // `seg` holds the channels (zero-filled by its creator); `arena` provides the waits, peer
     // liveness and failure reporting. Data segments are named `prefix` + ".<from>.<to>.<gen>".
     Mailbox(Segment seg, std::string prefix, Arena& arena);
+    // Names of data segments holding messages not yet received stay for the receiver, which
+    // removes them when it receives, or at its own destruction. (A message sent to a rank that
+    // has already destroyed the communicator leaves its segment in /dev/shm.)
+    ~Mailbox();
     Mailbox(const Mailbox&) = delete;
     Mailbox& operator=(const Mailbox&) = delete;
 

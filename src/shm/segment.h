@@ -23,6 +23,8 @@ public:
     ~Segment();
 
     void unlink();  // removes the name now (idempotent); the mapping stays valid
+    // Leaves the name to another process to remove (see Mailbox).
+    void disown() { owner_ = false; }
     // Removes a name this process did not create (its creator's Segment then finds it gone).
     static void remove(const std::string& name);
     void* data() const { return data_; }

@@ -1,0 +1,369 @@
+// Point to point: rings of blocking sends and receives, exchanges where both sides send first
+// (8 MiB, which would deadlock if a send waited for its receiver), many messages to one peer
+// received in order, sending to oneself, nonblocking receives posted before the matching send,
+// sends and receives in a group, count 0, every datatype, the send buffer reusable once a send
+// returns, p2p interleaved with collectives, a receive whose count or datatype differs from the
+// send (refused on the receiver, the communicator still works), a sender destroying its
+// communicator right after its send, and peers out of range.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common.h"
+#include "reference.h"
+
+using namespace test;
+
+namespace {
+
+int right() { return (g_rank + 1) % g_size; }
+int left() { return (g_rank + g_size - 1) % g_size; }
+
+// 8 MiB of int32.
+constexpr size_t kBig = size_t(2) << 20;
+
+// Rank `from`'s message with `seed`: its elements 0 .. count-1 (in a recycled buffer).
+struct Message : Guarded {
+    Message(size_t count, ccl_datatype_t t, int from, uint64_t seed)
+        : Guarded(count * type_size(t)) {
+        fill(data(), count, t, from, seed);
+    }
+};
+
+TEST(P2P, RingOfBlockingCalls) {
+    uint64_t seed = 1;
+    for (size_t count : {size_t(1), size_t(1000), size_t(100001), kBig}) {
+        ++seed;
+        Message out(count, CCL_INT32, g_rank, seed);
+        Guarded in(count * 4);
+        CCL_OK(ccl_send(out.data(), count, CCL_INT32, right(), g_comm, nullptr));
+        CCL_OK(ccl_recv(in.data(), count, CCL_INT32, left(), g_comm, nullptr));
+        EXPECT_EQ(check_block(in.data(), count, CCL_INT32, left(), seed, 0, "ring"), 0u);
+        EXPECT_TRUE(in.guard_intact());
+    }
+    // The other direction.
+    Message out(4097, CCL_FLOAT64, g_rank, 77);
+    Guarded in(4097 * 8);
+    CCL_OK(ccl_send(out.data(), 4097, CCL_FLOAT64, left(), g_comm, nullptr));
+    CCL_OK(ccl_recv(in.data(), 4097, CCL_FLOAT64, right(), g_comm, nullptr));
+    EXPECT_EQ(check_block(in.data(), 4097, CCL_FLOAT64, right(), 77, 0, "reverse ring"), 0u);
+}
+
+// Pairs (0,1), (2,3), ...: both sides send 8 MiB before either receives. With an odd number of
+// ranks the last one exchanges with itself.
+TEST(P2P, ExchangeBothSendFirst) {
+    int partner = g_rank ^ 1;
+    if (partner >= g_size) partner = g_rank;
+    for (int round = 0; round < 2; ++round) {
+        const uint64_t seed = 100 + uint64_t(round);
+        Message out(kBig, CCL_INT32, g_rank, seed);
+        Guarded in(kBig * 4);
+        CCL_OK(ccl_send(out.data(), kBig, CCL_INT32, partner, g_comm, nullptr));
+        CCL_OK(ccl_recv(in.data(), kBig, CCL_INT32, partner, g_comm, nullptr));
+        EXPECT_EQ(check_block(in.data(), kBig, CCL_INT32, partner, seed, 0, "exchange"), 0u);
+    }
+}
+
+// Every rank sends to every rank (itself included) before receiving anything.
+TEST(P2P, AllSendsBeforeAnyReceive) {
+    const size_t count = 30001;
+    for (int to = 0; to < g_size; ++to) {
+        Message out(count, CCL_FLOAT32, g_rank, 200 + uint64_t(to));
+        CCL_OK(ccl_send(out.data(), count, CCL_FLOAT32, to, g_comm, nullptr));
+    }
+    for (int from = g_size - 1; from >= 0; --from) {  // in another order than sent
+        std::vector<float> in(count);
+        CCL_OK(ccl_recv(in.data(), count, CCL_FLOAT32, from, g_comm, nullptr));
+        EXPECT_EQ(check_block(in.data(), count, CCL_FLOAT32, from, 200 + uint64_t(g_rank), 0,
+                              "from " + std::to_string(from)),
+                  0u);
+    }
+}
+
+size_t varied_count(int k) {
+    if (k == 20) return 300001;  // one larger than the shared-memory buffer
+    if (k % 9 == 4) return 0;
+    return size_t(k * 7919) % 5000 + 1;
+}
+
+// 40 messages of varied size to the same peer, then received in order: each must be the one sent
+// in that position.
+TEST(P2P, ManyMessagesArriveInOrder) {
+    const int n = 40;
+    for (int k = 0; k < n; ++k) {
+        Message out(varied_count(k), CCL_INT16, g_rank, 300 + uint64_t(k));
+        CCL_OK(ccl_send(out.data(), varied_count(k), CCL_INT16, right(), g_comm, nullptr));
+    }
+    for (int k = 0; k < n; ++k) {
+        Guarded in(varied_count(k) * 2);
+        CCL_OK(ccl_recv(in.data(), varied_count(k), CCL_INT16, left(), g_comm, nullptr))
+            << " message " << k;
+        EXPECT_EQ(check_block(in.data(), varied_count(k), CCL_INT16, left(), 300 + uint64_t(k), 0,
+                              "message " + std::to_string(k)),
+                  0u);
+        EXPECT_TRUE(in.guard_intact()) << "message " << k;
+    }
+    // Same sizes each time: only the order tells them apart.
+    for (int k = 0; k < n; ++k) {
+        int64_t v = int64_t(g_rank) * 1000 + k;
+        CCL_OK(ccl_send(&v, 1, CCL_INT64, right(), g_comm, nullptr));
+    }
+    for (int k = 0; k < n; ++k) {
+        int64_t v = -1;
+        CCL_OK(ccl_recv(&v, 1, CCL_INT64, left(), g_comm, nullptr));
+        EXPECT_EQ(v, int64_t(left()) * 1000 + k);
+    }
+}
+
+TEST(P2P, SendToSelf) {
+    for (int k = 0; k < 3; ++k) {
+        Message out(1000 + size_t(k), CCL_UINT64, g_rank, 400 + uint64_t(k));
+        CCL_OK(ccl_send(out.data(), 1000 + size_t(k), CCL_UINT64, g_rank, g_comm, nullptr));
+    }
+    for (int k = 0; k < 3; ++k) {
+        std::vector<uint64_t> in(1000 + size_t(k));
+        CCL_OK(ccl_recv(in.data(), in.size(), CCL_UINT64, g_rank, g_comm, nullptr));
+        EXPECT_EQ(
+            check_block(in.data(), in.size(), CCL_UINT64, g_rank, 400 + uint64_t(k), 0, "self"),
+            0u);
+    }
+    // A nonblocking receive from oneself posted first.
+    std::vector<float> in(kBig / 4);
+    ccl_request_t req = nullptr;
+    CCL_OK(ccl_recv(in.data(), in.size(), CCL_FLOAT32, g_rank, g_comm, &req));
+    Message out(in.size(), CCL_FLOAT32, g_rank, 410);
+    CCL_OK(ccl_send(out.data(), in.size(), CCL_FLOAT32, g_rank, g_comm, nullptr));
+    CCL_OK(ccl_wait(req));
+    CCL_OK(ccl_request_free(req));
+    EXPECT_EQ(check_block(in.data(), in.size(), CCL_FLOAT32, g_rank, 410, 0, "self, posted first"),
+              0u);
+}
+
+// Nonblocking receives posted before the peer sends; the sends follow, then the waits.
+TEST(P2P, ReceivesPostedBeforeSends) {
+    const int n = 5;
+    std::vector<std::vector<int32_t>> in(n);
+    std::vector<ccl_request_t> reqs(n, nullptr);
+    for (int k = 0; k < n; ++k) {
+        in[size_t(k)].assign(10 + size_t(k) * 50000, -1);
+        CCL_OK(ccl_recv(in[size_t(k)].data(), in[size_t(k)].size(), CCL_INT32, left(), g_comm,
+                        &reqs[size_t(k)]));
+    }
+    for (int k = 0; k < n; ++k) {
+        Message out(10 + size_t(k) * 50000, CCL_INT32, g_rank, 500 + uint64_t(k));
+        ccl_request_t sreq = nullptr;
+        CCL_OK(ccl_send(out.data(), 10 + size_t(k) * 50000, CCL_INT32, right(), g_comm,
+                        k % 2 ? &sreq : nullptr));
+        if (sreq) {
+            CCL_OK(ccl_wait(sreq));
+            CCL_OK(ccl_request_free(sreq));
+        }
+    }
+    for (int k = n - 1; k >= 0; --k) {
+        CCL_OK(ccl_wait(reqs[size_t(k)]));
+        CCL_OK(ccl_request_free(reqs[size_t(k)]));
+    }
+    for (int k = 0; k < n; ++k)
+        EXPECT_EQ(check_block(in[size_t(k)].data(), in[size_t(k)].size(), CCL_INT32, left(),
+                              500 + uint64_t(k), 0, "posted receive " + std::to_string(k)),
+                  0u);
+}
+
+// Polling a receive with ccl_test until its message arrives.
+TEST(P2P, TestPollsAReceive) {
+    std::vector<int64_t> in(777, -1);
+    ccl_request_t req = nullptr;
+    CCL_OK(ccl_recv(in.data(), in.size(), CCL_INT64, left(), g_comm, &req));
+    Message out(777, CCL_INT64, g_rank, 550);
+    CCL_OK(ccl_send(out.data(), 777, CCL_INT64, right(), g_comm, nullptr));
+    int done = 0;
+    for (long polls = 0; !done; ++polls) {
+        CCL_OK(ccl_test(req, &done));
+        std::this_thread::yield();
+        ASSERT_LT(polls, 100000000L) << "the receive never completed";
+    }
+    CCL_OK(ccl_request_free(req));
+    EXPECT_EQ(check_block(in.data(), in.size(), CCL_INT64, left(), 550, 0, "polled"), 0u);
+}
+
+TEST(P2P, InAGroup) {
+    // Blocking calls recorded in a group: send right and receive left, issued by ccl_group_end.
+    Message out(5000, CCL_FLOAT64, g_rank, 600);
+    std::vector<double> in(5000, -1);
+    CCL_OK(ccl_group_start());
+    CCL_OK(ccl_recv(in.data(), in.size(), CCL_FLOAT64, left(), g_comm, nullptr));
+    CCL_OK(ccl_send(out.data(), 5000, CCL_FLOAT64, right(), g_comm, nullptr));
+    CCL_OK(ccl_group_end());
+    EXPECT_EQ(check_block(in.data(), in.size(), CCL_FLOAT64, left(), 600, 0, "group"), 0u);
+
+    // Nonblocking ones, both directions, with a collective in the same group.
+    Message out_r(300, CCL_INT8, g_rank, 601), out_l(400, CCL_INT8, g_rank, 602);
+    std::vector<int8_t> from_l(300), from_r(400);
+    ccl_request_t reqs[4] = {};
+    int32_t x = g_rank;
+    CCL_OK(ccl_group_start());
+    CCL_OK(ccl_send(out_r.data(), 300, CCL_INT8, right(), g_comm, &reqs[0]));
+    CCL_OK(ccl_send(out_l.data(), 400, CCL_INT8, left(), g_comm, &reqs[1]));
+    CCL_OK(ccl_recv(from_l.data(), 300, CCL_INT8, left(), g_comm, &reqs[2]));
+    CCL_OK(ccl_recv(from_r.data(), 400, CCL_INT8, right(), g_comm, &reqs[3]));
+    CCL_OK(ccl_allreduce(&x, &x, 1, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr));
+    CCL_OK(ccl_group_end());
+    for (ccl_request_t r : reqs) {
+        CCL_OK(ccl_wait(r));
+        CCL_OK(ccl_request_free(r));
+    }
+    EXPECT_EQ(x, g_size * (g_size - 1) / 2);
+    EXPECT_EQ(check_block(from_l.data(), 300, CCL_INT8, left(), 601, 0, "group from left"), 0u);
+    EXPECT_EQ(check_block(from_r.data(), 400, CCL_INT8, right(), 602, 0, "group from right"), 0u);
+}
+
+TEST(P2P, CountZero) {
+    CCL_OK(ccl_send(nullptr, 0, CCL_FLOAT32, right(), g_comm, nullptr));
+    CCL_OK(ccl_recv(nullptr, 0, CCL_FLOAT32, left(), g_comm, nullptr));
+    float f = 3.0f, g = 4.0f;
+    CCL_OK(ccl_send(&f, 0, CCL_FLOAT32, right(), g_comm, nullptr));
+    CCL_OK(ccl_recv(&g, 0, CCL_FLOAT32, left(), g_comm, nullptr));
+    EXPECT_EQ(g, 4.0f) << "a zero-count receive wrote to its buffer";
+    // A zero-count message still occupies its place in the order.
+    int32_t v = g_rank;
+    CCL_OK(ccl_send(nullptr, 0, CCL_INT32, right(), g_comm, nullptr));
+    CCL_OK(ccl_send(&v, 1, CCL_INT32, right(), g_comm, nullptr));
+    CCL_OK(ccl_recv(nullptr, 0, CCL_INT32, left(), g_comm, nullptr));
+    CCL_OK(ccl_recv(&v, 1, CCL_INT32, left(), g_comm, nullptr));
+    EXPECT_EQ(v, left());
+    ccl_request_t req = nullptr;
+    CCL_OK(ccl_recv(nullptr, 0, CCL_UINT8, left(), g_comm, &req));
+    CCL_OK(ccl_send(nullptr, 0, CCL_UINT8, right(), g_comm, nullptr));
+    CCL_OK(ccl_wait(req));
+    CCL_OK(ccl_request_free(req));
+}
+
+TEST(P2P, EveryDatatype) {
+    uint64_t seed = 700;
+    for (ccl_datatype_t t : kTypes)
+        for (size_t count : {size_t(1), size_t(1001)}) {
+            ++seed;
+            Message out(count, t, g_rank, seed);
+            Guarded in(count * type_size(t));
+            CCL_OK(ccl_send(out.data(), count, t, right(), g_comm, nullptr));
+            CCL_OK(ccl_recv(in.data(), count, t, left(), g_comm, nullptr));
+            EXPECT_EQ(check_block(in.data(), count, t, left(), seed, 0, "every datatype"), 0u);
+            EXPECT_TRUE(in.guard_intact()) << "type " << int(t);
+        }
+}
+
+// A send has completed once its data is copied out: the buffer may be reused at once.
+TEST(P2P, SendBufferReusableOnceSent) {
+    Message out(200000, CCL_INT32, g_rank, 800);
+    CCL_OK(ccl_send(out.data(), 200000, CCL_INT32, right(), g_comm, nullptr));
+    std::memset(out.data(), 0x7f, out.bytes);
+    ccl_request_t req = nullptr;
+    Message out2(200000, CCL_INT32, g_rank, 801);
+    CCL_OK(ccl_send(out2.data(), 200000, CCL_INT32, right(), g_comm, &req));
+    CCL_OK(ccl_wait(req));
+    CCL_OK(ccl_request_free(req));
+    std::memset(out2.data(), 0x7e, out2.bytes);
+    std::vector<int32_t> in(200000);
+    CCL_OK(ccl_recv(in.data(), in.size(), CCL_INT32, left(), g_comm, nullptr));
+    EXPECT_EQ(check_block(in.data(), in.size(), CCL_INT32, left(), 800, 0, "reused, blocking"), 0u);
+    CCL_OK(ccl_recv(in.data(), in.size(), CCL_INT32, left(), g_comm, nullptr));
+    EXPECT_EQ(check_block(in.data(), in.size(), CCL_INT32, left(), 801, 0, "reused, nonblocking"),
+              0u);
+}
+
+// Point to point between collectives: sends do not queue behind collectives, receives run in issue
+// order with them.
+TEST(P2P, InterleavedWithCollectives) {
+    for (int it = 0; it < 30; ++it) {
+        int64_t v = int64_t(g_rank) * 100 + it, got = -1;
+        CCL_OK(ccl_send(&v, 1, CCL_INT64, right(), g_comm, nullptr));
+        int32_t x = 1;
+        CCL_OK(ccl_allreduce(&x, &x, 1, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr));
+        EXPECT_EQ(x, g_size);
+        ccl_request_t req = nullptr;
+        CCL_OK(ccl_recv(&got, 1, CCL_INT64, left(), g_comm, &req));
+        std::vector<int32_t> all(static_cast<size_t>(g_size));
+        CCL_OK(ccl_allgather(&x, all.data(), 1, CCL_INT32, g_comm, nullptr, nullptr));
+        CCL_OK(ccl_wait(req));
+        CCL_OK(ccl_request_free(req));
+        EXPECT_EQ(got, int64_t(left()) * 100 + it);
+        EXPECT_EQ(all, std::vector<int32_t>(size_t(g_size), g_size));
+        if (it % 10 == 0) {
+            CCL_OK(ccl_barrier(g_comm, nullptr));
+        }
+    }
+}
+
+// A receive whose count or datatype differs from the message fails on the receiver only (the
+// message is dropped); the sender's send succeeded, and the communicator keeps working.
+TEST(P2P, MismatchedReceiveIsRefused) {
+    std::vector<int32_t> out(5, g_rank), in(6, -1);
+    CCL_OK(ccl_send(out.data(), 5, CCL_INT32, right(), g_comm, nullptr));
+    EXPECT_FAILS(ccl_recv(in.data(), 6, CCL_INT32, left(), g_comm, nullptr),
+                 CCL_ERROR_INVALID_USAGE, "count");
+    expect_comm_still_works();
+    // Fewer elements than sent.
+    CCL_OK(ccl_send(out.data(), 5, CCL_INT32, right(), g_comm, nullptr));
+    EXPECT_FAILS(ccl_recv(in.data(), 4, CCL_INT32, left(), g_comm, nullptr),
+                 CCL_ERROR_INVALID_USAGE, "count");
+    // Same byte size, other datatype.
+    CCL_OK(ccl_send(out.data(), 5, CCL_INT32, right(), g_comm, nullptr));
+    EXPECT_FAILS(ccl_recv(in.data(), 5, CCL_FLOAT32, left(), g_comm, nullptr),
+                 CCL_ERROR_INVALID_USAGE, "datatype");
+    // Nonblocking: the error comes through the request.
+    CCL_OK(ccl_send(out.data(), 5, CCL_INT32, right(), g_comm, nullptr));
+    ccl_request_t req = nullptr;
+    CCL_OK(ccl_recv(in.data(), 3, CCL_INT32, left(), g_comm, &req));
+    EXPECT_EQ(ccl_wait(req), CCL_ERROR_INVALID_USAGE) << ccl_last_error();
+    CCL_OK(ccl_request_free(req));
+    expect_comm_still_works();
+    // The dropped messages are gone: the next receive gets the next message.
+    std::vector<int32_t> good(5, g_rank + 1000), got(5, -1);
+    CCL_OK(ccl_send(good.data(), 5, CCL_INT32, right(), g_comm, nullptr));
+    CCL_OK(ccl_recv(got.data(), 5, CCL_INT32, left(), g_comm, nullptr));
+    EXPECT_EQ(got, std::vector<int32_t>(5, left() + 1000));
+    // And collectives still work afterwards.
+    EXPECT_TRUE(run_alltoall(Ctx{g_comm, g_rank, g_size}, CCL_INT32, 9, false, 900));
+}
+
+// A send has completed, so its message is on its way: the sender may destroy its communicator at
+// once, and the receiver (still in its receive, on its own communicator) gets the message. A ring
+// on a fresh communicator each round, destroyed right after.
+TEST(P2P, SenderDestroysItsCommunicatorRightAfter) {
+    for (int round = 0; round < 3; ++round) {
+        ccl_comm_t c = nullptr;
+        CCL_OK(ccl_comm_create_from_env(&c));
+        const size_t count = round == 2 ? 100000 : 1 + size_t(round) * 1000;
+        Message out(count, CCL_INT32, g_rank, 950 + uint64_t(round));
+        Guarded in(count * 4);
+        CCL_OK(ccl_send(out.data(), count, CCL_INT32, right(), c, nullptr));
+        EXPECT_EQ(ccl_recv(in.data(), count, CCL_INT32, left(), c, nullptr), CCL_SUCCESS)
+            << "round " << round << ": " << ccl_last_error();
+        CCL_OK(ccl_comm_destroy(c));
+        EXPECT_EQ(check_block(in.data(), count, CCL_INT32, left(), 950 + uint64_t(round), 0,
+                              "round " + std::to_string(round)),
+                  0u);
+    }
+    expect_comm_still_works();
+}
+
+TEST(P2P, PeerOutOfRange) {
+    int32_t v = 0;
+    ccl_request_t req = nullptr;
+    EXPECT_FAILS(ccl_send(&v, 1, CCL_INT32, -1, g_comm, nullptr), CCL_ERROR_INVALID_ARGUMENT,
+                 "peer");
+    EXPECT_FAILS(ccl_send(&v, 1, CCL_INT32, g_size, g_comm, &req), CCL_ERROR_INVALID_ARGUMENT,
+                 "peer");
+    EXPECT_EQ(req, nullptr);
+    EXPECT_FAILS(ccl_recv(&v, 1, CCL_INT32, g_size, g_comm, nullptr), CCL_ERROR_INVALID_ARGUMENT,
+                 "peer");
+    EXPECT_FAILS(ccl_recv(&v, 1, CCL_INT32, -5, g_comm, &req), CCL_ERROR_INVALID_ARGUMENT, "peer");
+    EXPECT_EQ(req, nullptr);
+    EXPECT_FAILS(ccl_recv(&v, 1, CCL_INT32, CCL_UNDEFINED, g_comm, nullptr),
+                 CCL_ERROR_INVALID_ARGUMENT, "peer");
+    expect_comm_still_works();
+}
+
+}  // namespace

@@ -25,8 +25,7 @@ enum Algo : uint64_t {
     kAllgather,
     kReduceScatter,
     kAlltoall,
-    kAllgatherCma,
-    kBroadcastCma
+    kAllgatherCma
 };
 
 Step local_copy(size_t bytes) {
@@ -88,14 +87,6 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             break;
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;
-            if (comm.single_copy() && bytes >= shm::kCmaMinBytes) {
-                s.steps.push_back(
-                    {"shm/broadcast_cma", [&arena, bytes, root = sig.root,
-                                           digest = sig.digest(kBroadcastCma)](const Buffers& b) {
-                         return shm::broadcast_cma(arena, digest, b.recv, bytes, root);
-                     }});
-                break;
-            }
             s.steps.push_back(
                 {"shm/broadcast", [&arena, bytes, root = sig.root,
                                    digest = sig.digest(kBroadcast)](const Buffers& b) {

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "shm/cma.h"
 #include "shm/collectives.h"
 
 namespace ccl::shm {
@@ -22,22 +21,6 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
         }
         arena.done();
     }
-}
-
-Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
-    arena.begin_round(sig);
-    if (arena.rank() == root) {
-        co_await arena.buffer_free();
-        *static_cast<void**>(arena.own_buffer()) = buf;
-        arena.ready();
-        arena.done();
-        co_await arena.all_done();  // every peer has read `buf`
-        co_return;
-    }
-    arena.ready();
-    co_await arena.ready_of(root);
-    cma_read(arena.peer_pid(root), buf, *static_cast<void* const*>(arena.peer_buffer(root)), bytes);
-    arena.done();
 }
 
 }  // namespace ccl::shm

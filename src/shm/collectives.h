@@ -68,7 +68,6 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
 // from it directly; they return once every rank is done reading.
 Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
                     const std::vector<size_t>& counts, ccl_datatype_t dtype);
-Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 
 // Rank r's slice [begin, end) of a chunk of n elements, cut at cache-line boundaries so that no
 // two ranks write the same line.

@@ -149,7 +149,8 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot)
         mailbox_->segment().unlink();
     }
     single_copy_ = probe_single_copy();
-    workers();  // started now, so that the first nonblocking call does not pay for it
+    recent_ = {};  // planned before single copy was known
+    workers();     // started now, so that the first nonblocking call does not pay for it
     log().info(
         "rank {}/{}: communicator ready, transport shm ({} KiB per buffer, single copy {}), "
         "{} kernels",
@@ -212,8 +213,9 @@ std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& 
     check_broken();
     if (opts.to_cache) {
         if (auto cached = schedule_cache().find(opts.match_id, id_, sig)) return cached;
-    } else if (last_ && last_->sig == sig) {
-        return last_;  // loops of the same call plan once, cached or not
+    } else {
+        for (const auto& r : recent_)
+            if (r && r->sig == sig) return r;
     }
     auto schedule = std::make_shared<const Schedule>(plan(*this, sig));
     // Report each algorithm once (step names are literals: their addresses identify them).
@@ -224,7 +226,7 @@ std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& 
     if (opts.to_cache)
         schedule_cache().insert(opts.match_id, id_, schedule);
     else
-        last_ = schedule;
+        recent_[next_recent_++ % recent_.size()] = schedule;
     return schedule;
 }
 

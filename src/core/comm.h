@@ -2,6 +2,7 @@
 // plan (or find the plan in a cache), then execute on the calling thread or queue for a worker.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -65,7 +66,7 @@ public:
     // every rank and the probe at creation worked between every pair of neighbours.
     bool single_copy() const { return single_copy_; }
 
-    // The schedule for a call: from the match_id cache, the previous call's if the signature is
+    // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
     std::shared_ptr<const Schedule> schedule_for(const CollSignature& sig, const CallOptions& opts);
 
@@ -97,8 +98,11 @@ private:
     std::optional<shm::Arena> arena_;
     std::optional<shm::Mailbox> mailbox_;
     bool single_copy_ = false;
-    std::shared_ptr<const Schedule> last_;  // the last uncached call's plan (caller's thread only)
-    std::set<const char*> logged_;          // algorithm choices reported at info (caller only)
+    // The last few uncached calls' plans (caller's thread only): loops that alternate a few
+    // calls (send and recv, allreduce and broadcast) plan each once.
+    std::array<std::shared_ptr<const Schedule>, 8> recent_;
+    size_t next_recent_ = 0;
+    std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
 
     std::shared_ptr<Execution> last_started_;  // the previous queued execution (user thread only)
     std::atomic<size_t> pending_{0};           // work queued on the worker and not finished

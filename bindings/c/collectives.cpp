@@ -79,6 +79,17 @@ std::vector<size_t> check_counts(const size_t* counts, const Communicator& comm,
     return v;
 }
 
+// The bytes of one block per rank (a count times the communicator's size), refusing sizes no
+// buffer can have.
+size_t times_ranks(size_t bytes, const Communicator& comm, const char* count_name) {
+    size_t total = bytes * size_t(comm.size());
+    if (total / size_t(comm.size()) != bytes || total > size_t(PTRDIFF_MAX))
+        throw Error(
+            CCL_ERROR_INVALID_ARGUMENT,
+            std::string(count_name) + " times the communicator's size overflows the address space");
+    return total;
+}
+
 // Block `block` of a buffer of equal blocks of `bytes` each: where in-place collectives put their
 // own data.
 const char* block_of(const void* buf, size_t bytes, int block) {
@@ -207,11 +218,7 @@ ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_d
         auto c = comm_table().get(comm, "communicator");
         check_dtype(dtype);
         size_t bytes = byte_size(sendcount, dtype);
-        size_t total = byte_size(sendcount, dtype) * size_t(c->size());
-        if (total / size_t(c->size()) != bytes || total > size_t(PTRDIFF_MAX))
-            throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                        "sendcount times the communicator's size "
-                        "overflows the address space");
+        size_t total = times_ranks(bytes, *c, "sendcount");
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
         if (send != block_of(recv, bytes, c->rank()))
@@ -255,11 +262,7 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
         check_dtype(dtype);
         check_op(op);
         size_t bytes = byte_size(recvcount, dtype);
-        size_t total = bytes * size_t(c->size());
-        if (total / size_t(c->size()) != bytes || total > size_t(PTRDIFF_MAX))
-            throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                        "recvcount times the communicator's size "
-                        "overflows the address space");
+        size_t total = times_ranks(bytes, *c, "recvcount");
         check_buffer(send, total, "send");
         check_buffer(recv, bytes, "recv");
         if (recv != block_of(send, bytes, c->rank()))
@@ -275,10 +278,7 @@ ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_dataty
         auto c = comm_table().get(comm, "communicator");
         check_dtype(dtype);
         size_t bytes = byte_size(count, dtype);
-        size_t total = bytes * size_t(c->size());
-        if (total / size_t(c->size()) != bytes || total > size_t(PTRDIFF_MAX))
-            throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                        "count times the communicator's size overflows the address space");
+        size_t total = times_ranks(bytes, *c, "count");
         check_buffer(send, total, "send");
         check_buffer(recv, total, "recv");
         if (send != recv) check_overlap(send, total, recv, total, "send == recv");

@@ -107,20 +107,14 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             std::vector<size_t> equal;
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
             size_t block = sig.coll == CollType::allgather ? bytes : bytes / size_t(comm.size());
-            if (comm.single_copy() && block >= shm::kCmaMinBytes) {
-                s.steps.push_back(
-                    {"shm/allgatherv_cma", [&arena, dtype = sig.dtype, equal = std::move(equal),
-                                            digest = sig.digest(kAllgatherCma)](const Buffers& b) {
-                         return shm::allgatherv_cma(arena, digest, b.send, b.recv,
-                                                    equal.empty() ? b.counts : equal, dtype);
-                     }});
-                break;
-            }
+            const bool cma = comm.single_copy() && block >= shm::kCmaMinBytes;
             s.steps.push_back(
-                {"shm/allgatherv", [&arena, dtype = sig.dtype, equal = std::move(equal),
-                                    digest = sig.digest(kAllgather)](const Buffers& b) {
-                     return shm::allgatherv(arena, digest, b.send, b.recv,
-                                            equal.empty() ? b.counts : equal, dtype);
+                {cma ? "shm/allgatherv_cma" : "shm/allgatherv",
+                 [&arena, dtype = sig.dtype, equal = std::move(equal),
+                  run = cma ? shm::allgatherv_cma : shm::allgatherv,
+                  digest = sig.digest(cma ? kAllgatherCma : kAllgather)](const Buffers& b) {
+                     return run(arena, digest, b.send, b.recv, equal.empty() ? b.counts : equal,
+                                dtype);
                  }});
             break;
         }

@@ -62,11 +62,8 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n);
     const Layout layout(arena.buffer_size(), n);
-    std::vector<size_t> sdispl(un + 1, 0), rdispl(un + 1, 0);  // bytes
-    for (size_t r = 0; r < un; ++r) {
-        sdispl[r + 1] = sdispl[r] + sendcounts[r] * esize;
-        rdispl[r + 1] = rdispl[r] + recvcounts[r] * esize;
-    }
+    const std::vector<size_t> sdispl = byte_offsets(sendcounts, un, esize);
+    const std::vector<size_t> rdispl = byte_offsets(recvcounts, un, esize);
     const char* in = static_cast<const char*>(send);
     char* out = static_cast<char*>(recv);
     // In place, peers reading single-copy would see blocks this rank already overwrote.

@@ -69,6 +69,14 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
 Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
                     const std::vector<size_t>& counts, ccl_datatype_t dtype);
 
+// Where each of n packed blocks of counts[r] elements starts, in bytes, and (entry n) where they
+// end.
+inline std::vector<size_t> byte_offsets(const size_t* counts, size_t n, size_t esize) {
+    std::vector<size_t> at(n + 1, 0);
+    for (size_t r = 0; r < n; ++r) at[r + 1] = at[r] + counts[r] * esize;
+    return at;
+}
+
 // Rank r's slice [begin, end) of a chunk of n elements, cut at cache-line boundaries so that no
 // two ranks write the same line.
 inline std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks) {

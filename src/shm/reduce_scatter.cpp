@@ -1,0 +1,41 @@
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/reduce.h"
+#include "shm/collectives.h"
+
+namespace ccl::shm {
+
+Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                    ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype);
+    // Elements of each block per round: the buffer split n ways, in whole cache lines when it can.
+    size_t per_peer = arena.buffer_size() / size_t(n);
+    if (per_peer >= 64) per_peer -= per_peer % 64;
+    const size_t piece = std::max<size_t>(1, per_peer / esize);
+    const char* in = static_cast<const char*>(send);
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    for (size_t off = 0; off < count; off += piece) {
+        size_t c = std::min(piece, count - off);
+        arena.begin_round(sig);
+        co_await arena.buffer_free();
+        char* buf = static_cast<char*>(arena.own_buffer());
+        // Peers read my pieces of their blocks; my own block I reduce from `send` directly.
+        for (int r = 0; r < n; ++r)
+            if (r != me)
+                std::memcpy(buf + size_t(r) * piece * esize, in + (size_t(r) * count + off) * esize,
+                            c * esize);
+        arena.ready();
+        co_await arena.all_ready();
+        for (int r = 0; r < n; ++r)
+            srcs[size_t(r)] = r == me ? in + (size_t(me) * count + off) * esize
+                                      : static_cast<const char*>(arena.peer_buffer(r)) +
+                                            size_t(me) * piece * esize;
+        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        arena.done();
+    }
+}
+
+}  // namespace ccl::shm

@@ -7,6 +7,10 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libhwloc-dev libnuma-dev libspdlog-dev libfmt-dev libfabric-dev libze-dev libgtest-dev
   procps util-linux
+  # launchers the tests start ranks with (issue 7): MPICH's Hydra, Open MPI and its PMIx
+  mpich openmpi-bin libpmix-dev
+  # the PyTorch backend (bindings/torch) is built and tested against Debian's torch
+  python3-torch libtorch-dev python3-setuptools
 )
 
 missing=()

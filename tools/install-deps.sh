@@ -10,7 +10,7 @@ packages=(
   # launchers the tests start ranks with (issue 7): MPICH's Hydra, Open MPI and its PMIx
   mpich openmpi-bin libpmix-dev
   # the PyTorch backend (bindings/torch) is built and tested against Debian's torch
-  python3-torch libtorch-dev python3-setuptools
+  python3-torch libtorch-dev python3-setuptools python3-dev pybind11-dev
 )
 
 missing=()

@@ -46,7 +46,7 @@ setup(
             define_macros=[("CCL_TORCH_VERSION_MAJOR", str(major)),
                            ("CCL_TORCH_VERSION_MINOR", str(minor))],
             extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                                "-Wno-deprecated-declarations"],
+                                "-Wno-deprecated-declarations", "-fvisibility=hidden"],
             extra_link_args=[f"-Wl,-rpath,{lib_dir}"],
             depends=["csrc/process_group_ccl.h"],
         )

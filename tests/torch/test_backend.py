@@ -59,7 +59,7 @@ def raises(fn, words, what):
         fn()
     except RuntimeError as e:
         for w in words:
-            assert w in str(e), f"{what}: error {str(e)!r} does not say {w!r}"
+            assert w in str(e).lower(), f"{what}: error {str(e)!r} does not say {w!r}"
         return
     raise AssertionError(f"{what}: no error raised")
 
@@ -299,11 +299,10 @@ def test_non_contiguous():
 
 def test_errors():
     t = values(10, torch.float32)
-    raises(lambda: dist.all_reduce(t, op=R.BAND), ["ccl", "BAND"], "BAND on floats")
+    raises(lambda: dist.all_reduce(t, op=R.BAND), ["ccl", "band"], "BAND on floats")
     raises(lambda: dist.send(t, (rank + 1) % size, tag=7), ["tag"], "send with a tag")
-    raises(lambda: dist.recv(t), ["recvAnysource"], "recv from any source")
-    raises(lambda: dist.all_reduce(torch.ones(4).to_sparse()),
-           ["ccl", "sparse" if TORCH2 else "dense"], "sparse tensor")
+    raises(lambda: dist.recv(t), ["recvanysource"], "recv from any source")
+    raises(lambda: dist.all_reduce(torch.ones(4).to_sparse()), ["ccl", "sparse"], "sparse tensor")
     # the communicator still works after refused calls
     a = values(10, torch.float32)
     dist.all_reduce(a)

@@ -5,6 +5,7 @@
 #include "core/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
+#include "shm/copy.h"
 
 namespace ccl::shm {
 
@@ -17,6 +18,7 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
     char* out = static_cast<char*>(recv);
     const char* mine = static_cast<const char*>(send);
     const size_t my_bytes = offset[size_t(me) + 1] - offset[size_t(me)];
+    const bool stream = offset.back() >= kStreamMinBytes;
     if (mine != out + offset[size_t(me)]) std::memcpy(out + offset[size_t(me)], mine, my_bytes);
     for (size_t off = 0; off < largest; off += piece) {
         arena.begin_round(sig);
@@ -29,8 +31,8 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
         for (int r = 0; r < n; ++r) {
             size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
             if (r == me || off >= bytes) continue;
-            std::memcpy(out + offset[size_t(r)] + off, arena.peer_buffer(r),
-                        std::min(piece, bytes - off));
+            copy_out(out + offset[size_t(r)] + off, arena.peer_buffer(r),
+                     std::min(piece, bytes - off), stream);
         }
         arena.done();
     }

@@ -4,6 +4,7 @@
 
 #include "core/reduce.h"
 #include "shm/collectives.h"
+#include "shm/copy.h"
 
 namespace ccl::shm {
 
@@ -60,6 +61,7 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
+    const bool stream = count * esize >= kStreamMinBytes;
     std::vector<const void*> srcs(static_cast<size_t>(n));
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
@@ -82,9 +84,9 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) {
             auto [b, e] = slice(c, esize, r, n);
-            std::memcpy(static_cast<char*>(recv) + (off + b) * esize,
-                        static_cast<const char*>(arena.peer_buffer(r)) + b * esize,
-                        (e - b) * esize);
+            copy_out(static_cast<char*>(recv) + (off + b) * esize,
+                     static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize,
+                     stream);
         }
         arena.done();
     }

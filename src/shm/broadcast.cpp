@@ -2,11 +2,13 @@
 #include <cstring>
 
 #include "shm/collectives.h"
+#include "shm/copy.h"
 
 namespace ccl::shm {
 
 Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
     const size_t chunk = arena.buffer_size();
+    const bool stream = bytes >= kStreamMinBytes;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t len = std::min(chunk, bytes - off);
         arena.begin_round(sig);
@@ -17,7 +19,7 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
         } else {
             arena.ready();
             co_await arena.ready_of(root);
-            std::memcpy(static_cast<char*>(buf) + off, arena.peer_buffer(root), len);
+            copy_out(static_cast<char*>(buf) + off, arena.peer_buffer(root), len, stream);
         }
         arena.done();
     }

@@ -26,8 +26,8 @@ at::Tensor& single(std::vector<at::Tensor>& tensors, const char* what) {
 }
 
 void check_tensor(const at::Tensor& t, const char* what) {
-    TORCH_CHECK(t.layout() == at::kStrided, "ccl: ", what, ": only dense tensors are supported, got ",
-                t.layout());
+    TORCH_CHECK(t.layout() == at::kStrided, "ccl: ", what,
+                ": only dense tensors are supported, got ", t.layout());
     TORCH_CHECK(t.device().is_cpu(), "ccl: ", what, ": tensors on ", t.device(),
                 " are not supported by this build, only CPU tensors");
 }
@@ -209,8 +209,9 @@ CclWork::CclWork(int rank, c10d::OpType type, std::vector<ccl_request_t> request
       keep_(std::move(keep)),
       finish_(std::move(finish)),
       completer_(std::move(completer)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 CclWork::~CclWork() {
     // ccl may still read or write the tensors this work keeps alive.
@@ -227,9 +228,9 @@ void CclWork::complete() {
     for (auto r : requests_) {
         ccl_result_t rc = ccl_wait(r);
         if (rc != CCL_SUCCESS && !error)
-            error = std::make_exception_ptr(std::runtime_error(
-                std::string("ccl: ") + c10d::opTypeToString(opType_) + " failed: " +
-                ccl_strerror(rc) + ": " + ccl_last_error()));
+            error = std::make_exception_ptr(
+                std::runtime_error(std::string("ccl: ") + c10d::opTypeToString(opType_) +
+                                   " failed: " + ccl_strerror(rc) + ": " + ccl_last_error()));
     }
     for (auto r : requests_) ccl_request_free(r);
     requests_.clear();
@@ -286,8 +287,8 @@ bool CclWork::wait(std::chrono::milliseconds timeout) {
         auto deadline = std::chrono::steady_clock::now() + timeout;
         auto nap = std::chrono::microseconds(10);
         while (!isCompleted()) {
-            TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "ccl: ",
-                        c10d::opTypeToString(opType_), " did not complete within ",
+            TORCH_CHECK(std::chrono::steady_clock::now() < deadline,
+                        "ccl: ", c10d::opTypeToString(opType_), " did not complete within ",
                         timeout.count(), " ms");
             std::this_thread::sleep_for(nap);
             nap = std::min(nap * 2, std::chrono::microseconds(10000));
@@ -493,8 +494,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& outp
     at::Tensor out = call.output(output, false);
     TORCH_CHECK(out.scalar_type() == in.scalar_type() && bytes(out) == bytes(in) * size_t(size_),
                 "ccl: all_gather_into_tensor: the output must hold ", size_, " times the input (",
-                in.numel(), " ", in.scalar_type(), "), got ", out.numel(), " ",
-                out.scalar_type());
+                in.numel(), " ", in.scalar_type(), "), got ", out.numel(), " ", out.scalar_type());
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) {
         return ccl_allgather(in.data_ptr(), out.data_ptr(), bytes(in), CCL_UINT8, comm_, nullptr,
@@ -607,22 +607,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(
     at::Tensor in = call.input(input);
     at::Tensor out = call.output(output, false);
     TORCH_CHECK(out.scalar_type() == in.scalar_type() && in.numel() == out.numel() * size_,
-                "ccl: reduce_scatter_tensor: the input must hold ", size_,
-                " times the output (", out.numel(), " ", out.scalar_type(), "), got ",
-                in.numel(), " ", in.scalar_type());
+                "ccl: reduce_scatter_tensor: the input must hold ", size_, " times the output (",
+                out.numel(), " ", out.scalar_type(), "), got ", in.numel(), " ", in.scalar_type());
     Reduction send = reduction(in, opts.reduceOp, call.what);
     Reduction red = reduction(out, opts.reduceOp, call.what);
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) {
-        return ccl_reduce_scatter(send.data, red.data, red.count, red.dtype, red.op, comm_,
-                                  nullptr, r);
+        return ccl_reduce_scatter(send.data, red.data, red.count, red.dtype, red.op, comm_, nullptr,
+                                  r);
     });
     call.outputs = {output};
     return issue(c10d::OpType::_REDUCE_SCATTER_BASE, call);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output,
-                                                              at::Tensor& input,
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                               std::vector<int64_t>& output_splits,
                                                               std::vector<int64_t>& input_splits,
                                                               const c10d::AllToAllOptions&) {
@@ -650,16 +648,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
             c[j] = size_t(splits[j]) * row_bytes;
             total += splits[j];
         }
-        TORCH_CHECK(total == rows, "ccl: all_to_all_single: ", name, " split sizes sum to ",
-                    total, ", the tensor has ", rows, " rows");
+        TORCH_CHECK(total == rows, "ccl: all_to_all_single: ", name, " split sizes sum to ", total,
+                    ", the tensor has ", rows, " rows");
         return c;
     };
     std::vector<size_t> send_counts = counts(in, input_splits, "input");
     std::vector<size_t> recv_counts = counts(out, output_splits, "output");
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) {
-        return ccl_alltoallv(in.data_ptr(), send_counts.data(), out.data_ptr(),
-                             recv_counts.data(), CCL_UINT8, comm_, nullptr, r);
+        return ccl_alltoallv(in.data_ptr(), send_counts.data(), out.data_ptr(), recv_counts.data(),
+                             CCL_UINT8, comm_, nullptr, r);
     });
     call.outputs = {output};
     return issue(c10d::OpType::ALLTOALL_BASE, call);
@@ -748,10 +746,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     py::module::import("torch.distributed");  // registers the base class with pybind
     py::class_<ccl_torch::ProcessGroupCCL, ccl_torch::BackendBase,
                c10::intrusive_ptr<ccl_torch::ProcessGroupCCL>>(m, "ProcessGroupCCL")
-        .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int,
-                      std::chrono::milliseconds>(),
-             py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-             py::call_guard<py::gil_scoped_release>());
+        .def(
+            py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds>(),
+            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+            py::call_guard<py::gil_scoped_release>());
     m.def("version", [] {
         int major = 0, minor = 0, patch = 0;
         ccl_get_version(&major, &minor, &patch);

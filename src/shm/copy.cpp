@@ -1,0 +1,35 @@
+#include "shm/copy.h"
+
+#include <emmintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace ccl::shm {
+
+void copy_out(void* dst, const void* src, size_t n, bool stream) {
+    if (!stream || n < 4096) {
+        std::memcpy(dst, src, n);
+        return;
+    }
+    auto* d = static_cast<char*>(dst);
+    auto* s = static_cast<const char*>(src);
+    size_t head = (64 - (reinterpret_cast<uintptr_t>(d) & 63)) & 63;  // to a cache line
+    std::memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    size_t body = n & ~size_t(63);
+    for (size_t i = 0; i < body; i += 64) {
+        auto* from = reinterpret_cast<const __m128i*>(s + i);
+        auto* to = reinterpret_cast<__m128i*>(d + i);
+        __m128i a = _mm_loadu_si128(from), b = _mm_loadu_si128(from + 1),
+                c = _mm_loadu_si128(from + 2), e = _mm_loadu_si128(from + 3);
+        _mm_stream_si128(to, a);
+        _mm_stream_si128(to + 1, b);
+        _mm_stream_si128(to + 2, c);
+        _mm_stream_si128(to + 3, e);
+    }
+    _mm_sfence();  // streamed stores are weakly ordered: complete them before anything follows
+    std::memcpy(d + body, s + body, n - body);
+}
+
+}  // namespace ccl::shm

@@ -1,0 +1,16 @@
+// Copies out of the arena into a caller's buffer.
+#pragma once
+
+#include <cstddef>
+
+namespace ccl::shm {
+
+// Messages at least this large are copied out with non-temporal stores (see copy_out).
+inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
+
+// memcpy, or with `stream` a copy whose stores bypass the caches: a message far larger than the
+// caches is not read back from them anyway, and a normal store first reads each destination line
+// (read for ownership), a third of a copy's memory traffic.
+void copy_out(void* dst, const void* src, size_t n, bool stream);
+
+}  // namespace ccl::shm

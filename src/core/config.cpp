@@ -128,12 +128,14 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.shm_buffer_size = parse_bytes("CCL_SHM_BUFFER_SIZE", v, 4096, size_t(1) << 30);
     if (const char* v = getenv_fn("CCL_ALLREDUCE")) {
         std::string s = v;
-        if (s != "auto" && s != "direct" && s != "rsag")
-            bad("CCL_ALLREDUCE", v, "one of auto, direct, rsag");
+        if (s != "auto" && s != "direct" && s != "rsag" && s != "cma")
+            bad("CCL_ALLREDUCE", v, "one of auto, direct, rsag, cma");
         c.allreduce_algo = s;
     }
     if (const char* v = getenv_fn("CCL_ALLREDUCE_DIRECT_MAX"))
         c.allreduce_direct_max = parse_bytes("CCL_ALLREDUCE_DIRECT_MAX", v, 0, size_t(1) << 30);
+    if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MIN"))
+        c.allreduce_cma_min = parse_bytes("CCL_ALLREDUCE_CMA_MIN", v, 0, size_t(1) << 40);
     if (const char* v = getenv_fn("CCL_WORKER_COUNT"))
         c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))

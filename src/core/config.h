@@ -17,6 +17,7 @@ struct Config {
     size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
     std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
+    size_t allreduce_cma_min = 256u << 10;    // CCL_ALLREDUCE_CMA_MIN: smallest auto single copy
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
     std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
     int local_rank = 0;                       // LOCAL_RANK (launchers set it): picks our cpus

@@ -25,7 +25,8 @@ enum Algo : uint64_t {
     kAllgather,
     kReduceScatter,
     kAlltoall,
-    kAllgatherCma
+    kAllgatherCma,
+    kAllreduceCma
 };
 
 Step local_copy(size_t bytes) {
@@ -35,7 +36,8 @@ Step local_copy(size_t bytes) {
             }};
 }
 
-Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig) {
+Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
+                    bool single_copy) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     const std::string& choice = cfg.allreduce_algo;
     bool direct = choice == "direct" || (choice == "auto" && bytes <= cfg.allreduce_direct_max);
@@ -44,6 +46,15 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
                 [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
                     return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
                                                  sig.dtype, sig.op);
+                }};
+    // Single copy needs a scratch piece of at least a cache line per peer in a buffer.
+    bool cma = single_copy && arena.buffer_size() / size_t(arena.nranks()) >= 64 &&
+               (choice == "cma" || (choice == "auto" && bytes >= cfg.allreduce_cma_min));
+    if (cma)
+        return {"shm/allreduce_cma",
+                [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {
+                    return shm::allreduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                              sig.op);
                 }};
     return {"shm/allreduce_rsag", [&arena, sig, digest = sig.digest(kRsag)](const Buffers& b) {
                 return shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -83,7 +94,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (comm.size() == 1)
                 s.steps.push_back(local_copy(bytes));
             else
-                s.steps.push_back(plan_allreduce(comm.config(), arena, sig));
+                s.steps.push_back(plan_allreduce(comm.config(), arena, sig, comm.single_copy()));
             break;
         case CollType::broadcast:
             if (sig.count == 0 || comm.size() == 1) break;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/reduce.h"
+#include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
 
@@ -90,6 +91,61 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         }
         arena.done();
     }
+}
+
+Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                   ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype);
+    const auto [lo, hi] = slice(count, esize, me, n);
+    // Round 1: every rank publishes where its input and output are, then reduces its slice of
+    // all inputs, reading the peers' parts straight from their memory (a piece of each at a
+    // time, into this rank's second buffer) and writing straight into its own output.
+    arena.begin_round(sig);
+    co_await arena.buffer_free();
+    auto* mine = static_cast<const void**>(arena.own_buffer());
+    mine[0] = send;
+    mine[1] = recv;
+    arena.ready();
+    co_await arena.all_ready();
+    std::vector<const char*> peer_send(static_cast<size_t>(n)), peer_recv(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+        auto* where = static_cast<const void* const*>(arena.peer_buffer(r));
+        peer_send[size_t(r)] = static_cast<const char*>(where[0]);
+        peer_recv[size_t(r)] = static_cast<const char*>(where[1]);
+    }
+    co_await arena.buffer_free(1);
+    char* scratch = static_cast<char*>(arena.own_buffer(1));
+    const size_t piece = arena.buffer_size() / size_t(std::max(n - 1, 1)) / 64 * 64;
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    char* out = static_cast<char*>(recv);
+    for (size_t at = lo * esize; at < hi * esize; at += piece) {
+        const size_t len = std::min(piece, hi * esize - at);
+        for (int i = 1; i < n;
+             ++i) {  // starting at the next rank, so that ranks read different peers
+            const int r = (me + i) % n;
+            char* into = scratch + size_t(i - 1) * piece;
+            cma_read(arena.peer_pid(r), into, peer_send[size_t(r)] + at, len);
+            srcs[size_t(r)] = into;
+        }
+        srcs[size_t(me)] = static_cast<const char*>(send) + at;
+        reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);  // in rank order, as rsag
+    }
+    arena.done();
+    // Round 2: once every slice is reduced (no one reads an input any more), every rank copies
+    // the other slices from their owners' outputs, and waits until no one reads its own.
+    arena.begin_round(sig);
+    arena.ready();
+    co_await arena.all_ready();
+    for (int i = 1; i < n; ++i) {
+        const int r = (me + i) % n;
+        const auto [b, e] = slice(count, esize, r, n);
+        if (e > b)
+            cma_read(arena.peer_pid(r), out + b * esize, peer_recv[size_t(r)] + b * esize,
+                     (e - b) * esize);
+    }
+    arena.done();
+    co_await arena.all_done();
 }
 
 }  // namespace ccl::shm

@@ -36,6 +36,13 @@ inline size_t packed_size(size_t bytes) { return (bytes + 63) / 64 * 64; }
 Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
+// Large messages, single copy (shm/cma.h): every rank reduces its slice of all ranks' inputs,
+// read straight from their memory, into its output; then copies the other slices from their
+// owners' outputs. Two synchronisations whatever the size. Needs the arena's buffer size divided
+// by (ranks - 1) to be at least 64 bytes.
+Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                   ccl_datatype_t dtype, ccl_reduction_t op);
+
 // The root copies chunks in, the others copy them out; a reader can lag the root by a chunk.
 Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 

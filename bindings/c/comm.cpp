@@ -1,4 +1,5 @@
 // The communicator part of the C ABI.
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -22,9 +23,17 @@ kvs::Client& launched_kvs(const kvs::Launch& launch) {
     static std::mutex mu;
     static std::unique_ptr<kvs::Rendezvous> rendezvous;
     std::lock_guard lock(mu);
-    if (!rendezvous)
+    if (!rendezvous) {
         rendezvous =
             std::make_unique<kvs::Rendezvous>(launch, config().kvs_iface, config().kvs_timeout_s);
+        // Ended at exit by a handler registered now, so that it runs before the destructors of
+        // the statics that the server thread and the finalize use (the logger, first used while
+        // it was built); the static above, older, would be destroyed after them.
+        std::atexit([] {
+            std::lock_guard lock(mu);
+            rendezvous.reset();
+        });
+    }
     return rendezvous->client();  // thread-safe, and never destroyed before exit
 }
 

@@ -1,11 +1,12 @@
 // The communicator part of the C ABI.
-#include <cerrno>
-#include <climits>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 
 #include "core/config.h"
 #include "core/schedule_cache.h"
 #include "handles.h"
+#include "kvs/rendezvous.h"
 
 namespace ccl::capi {
 
@@ -16,21 +17,24 @@ HandleTable<Communicator, 2>& comm_table() {
 
 namespace {
 
-// A launcher variable that must hold an integer in [lo, hi].
-int env_int(const char* name, int lo, int hi) {
-    const char* v = std::getenv(name);
-    if (!v || !*v)
-        throw Error(CCL_ERROR_INVALID_USAGE, std::string(name) +
-                                                 " is not set: start the program with cclrun, or "
-                                                 "create the communicator with ccl_comm_create");
-    char* end = nullptr;
-    errno = 0;
-    long x = std::strtol(v, &end, 10);
-    if (*end != '\0' || errno != 0 || x < lo || x > hi)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    std::string(name) + "='" + v + "' is not an integer in [" + std::to_string(lo) +
-                        ", " + std::to_string(hi) + "]");
-    return int(x);
+// The KVS of the job that started this process, set up by the first ccl_comm_create_from_env
+// (collectively, like every creation) and kept until the process exits: see kvs::Rendezvous.
+kvs::Client& launched_kvs(const kvs::Launch& launch) {
+    static std::mutex mu;
+    static std::unique_ptr<kvs::Rendezvous> rendezvous;
+    std::lock_guard lock(mu);
+    if (!rendezvous) {
+        rendezvous =
+            std::make_unique<kvs::Rendezvous>(launch, config().kvs_iface, config().kvs_timeout_s);
+        // Ended at exit by a handler registered now, so that it runs before the destructors of
+        // the statics that the server thread and the finalize use (the logger, first used while
+        // it was built); the static above, older, would be destroyed after them.
+        std::atexit([] {
+            std::lock_guard lock(mu);
+            rendezvous.reset();
+        });
+    }
+    return rendezvous->client();  // thread-safe, and never destroyed before exit
 }
 
 ccl_comm_t create(int size, int rank, kvs::Client& client) {
@@ -65,14 +69,15 @@ ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm_t* comm
 ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm) {
     return guarded(__func__, [&] {
         require_out(comm, "comm");
-        int size = env_int("CCL_SIZE", 1, INT_MAX);
-        int rank = env_int("CCL_RANK", 0, size - 1);
-        const char* address = std::getenv("CCL_KVS_ADDRESS");
-        if (!address || !*address)
+        const Config& cfg = config();
+        if (!cfg.launch) throw *cfg.launch_error;
+        const kvs::Launch& launch = *cfg.launch;
+        if (launch.launcher == kvs::Launcher::none)
             throw Error(CCL_ERROR_INVALID_USAGE,
-                        "CCL_KVS_ADDRESS is not set: start the program with cclrun");
-        kvs::Client client(address, config().kvs_timeout_s);
-        *comm = create(size, rank, client);
+                        "CCL_PROCESS_LAUNCHER=none: ccl_comm_create_from_env looks for no "
+                        "launcher; create or connect to the KVS (ccl_kvs_create_main, "
+                        "ccl_kvs_connect) and call ccl_comm_create");
+        *comm = create(launch.size, launch.rank, launched_kvs(launch));
     });
 }
 

@@ -124,6 +124,10 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_KVS_TIMEOUT"))
         c.kvs_timeout_s = parse_seconds("CCL_KVS_TIMEOUT", v);
     if (const char* v = getenv_fn("CCL_KVS_IFACE")) c.kvs_iface = v;
+    if (const char* v = getenv_fn("CCL_KVS_PORT"))
+        c.kvs_port = int(parse_int("CCL_KVS_PORT", v, 1, 65535));
+    if (const char* v = getenv_fn("CCL_PROCESS_LAUNCHER"))
+        c.process_launcher = kvs::parse_launcher("CCL_PROCESS_LAUNCHER", v);
     if (const char* v = getenv_fn("CCL_SHM_BUFFER_SIZE"))
         c.shm_buffer_size = parse_bytes("CCL_SHM_BUFFER_SIZE", v, 4096, size_t(1) << 30);
     if (const char* v = getenv_fn("CCL_ALLREDUCE")) {
@@ -140,10 +144,17 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))
         c.worker_cpus = parse_cpu_list("CCL_WORKER_AFFINITY", v);
-    if (const char* v = getenv_fn("LOCAL_RANK"))
-        c.local_rank = int(parse_int("LOCAL_RANK", v, 0, 1 << 20));
-    if (const char* v = getenv_fn("LOCAL_WORLD_SIZE"))
-        c.local_size = int(parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20));
+    try {
+        c.launch = kvs::detect_launch(getenv_fn, {c.process_launcher, c.kvs_port});
+        c.local_rank = c.launch->local_rank;
+        c.local_size = c.launch->local_size;
+    } catch (const Error& e) {
+        c.launch_error = e;
+        if (const char* v = getenv_fn("LOCAL_RANK"))
+            c.local_rank = int(parse_int("LOCAL_RANK", v, 0, 1 << 20));
+        if (const char* v = getenv_fn("LOCAL_WORLD_SIZE"))
+            c.local_size = int(parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20));
+    }
     if (const char* v = getenv_fn("CCL_SINGLE_COPY"))
         c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
     if (const char* v = getenv_fn("CCL_CACHE_SIZE"))

@@ -2,10 +2,14 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <spdlog/common.h>
+
+#include "core/error.h"
+#include "kvs/launcher.h"
 
 namespace ccl {
 
@@ -14,16 +18,25 @@ struct Config {
     double timeout_s = 300;                   // CCL_TIMEOUT: deadline of every collective wait
     double kvs_timeout_s = 60;                // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
     std::string kvs_iface;                    // CCL_KVS_IFACE: interface the KVS server binds
+    int kvs_port = 0;                         // CCL_KVS_PORT: torchrun-style; 0 = MASTER_PORT + 1
     size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
     std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
     size_t allreduce_cma_min = 256u << 10;    // CCL_ALLREDUCE_CMA_MIN: smallest auto single copy
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
     std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
-    int local_rank = 0;                       // LOCAL_RANK (launchers set it): picks our cpus
-    int local_size = 1;                       // LOCAL_WORLD_SIZE: ranks sharing this node's cpus
+    int local_rank = 0;                       // the launcher's local rank: picks our cpus
+    int local_size = 1;                       // the launcher's local size: ranks sharing them
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
+    // CCL_PROCESS_LAUNCHER: the launcher to take the job from; nullopt = auto (detect it).
+    std::optional<kvs::Launcher> process_launcher;
+    // The launcher that started this process (kvs/launcher.h), or why none could be told. A
+    // missing or confused launcher is not a configuration error: only ccl_comm_create_from_env
+    // needs one, and reports launch_error; without a launch, local_rank and local_size come from
+    // LOCAL_RANK and LOCAL_WORLD_SIZE.
+    std::optional<kvs::Launch> launch;
+    std::optional<Error> launch_error;
 };
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the

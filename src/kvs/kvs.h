@@ -9,10 +9,11 @@ namespace ccl::kvs {
 
 class Server {
 public:
-    // Binds an OS-chosen port. `iface` names a network interface (CCL_KVS_IFACE); empty picks the
-    // default: listen on every interface and advertise the first up non-loopback IPv4 address,
-    // or 127.0.0.1 when there is none. Throws ccl::Error naming what failed.
-    explicit Server(const std::string& iface = "");
+    // Binds `port`, or an OS-chosen one when it is 0. `iface` names a network interface
+    // (CCL_KVS_IFACE); empty picks the default: listen on every interface and advertise the first
+    // up non-loopback IPv4 address, or 127.0.0.1 when there is none. Throws ccl::Error naming what
+    // failed (a port in use: CCL_ERROR_SYSTEM, saying so).
+    explicit Server(const std::string& iface = "", int port = 0);
     ~Server();  // stops the thread, closes every socket
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;

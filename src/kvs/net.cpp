@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <memory>
 #include <set>
 
@@ -89,6 +91,22 @@ Endpoint choose_endpoint(const std::string& iface) {
         break;
     }
     return ep;
+}
+
+in_addr resolve_ipv4(const std::string& host, const std::string& what) {
+    in_addr a{};
+    if (inet_pton(AF_INET, host.c_str(), &a) == 1) return a;  // no lookup for a dotted quad
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* raw = nullptr;
+    int rc = getaddrinfo(host.c_str(), nullptr, &hints, &raw);
+    if (rc != 0 || !raw)
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    what + "='" + host + "' does not resolve to an IPv4 address: " +
+                        (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc)));
+    std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(raw, &freeaddrinfo);
+    return reinterpret_cast<const sockaddr_in*>(list->ai_addr)->sin_addr;
 }
 
 void set_nonblocking(int fd) {

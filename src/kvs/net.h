@@ -50,6 +50,10 @@ struct Endpoint {
 // listing the interfaces that do have one.
 Endpoint choose_endpoint(const std::string& iface);
 
+// The IPv4 address of a host name or dotted quad ("node1", "10.0.0.1"). Throws
+// CCL_ERROR_INVALID_ARGUMENT naming `what` (the variable it came from) when it does not resolve.
+in_addr resolve_ipv4(const std::string& host, const std::string& what);
+
 void set_nonblocking(int fd);
 void set_nodelay(int fd);  // small request/response messages: no Nagle delay
 

@@ -65,7 +65,10 @@ struct Server::Impl {
     int poll_timeout_ms() const;
 };
 
-Server::Server(const std::string& iface) : impl_(std::make_unique<Impl>()) {
+Server::Server(const std::string& iface, int port) : impl_(std::make_unique<Impl>()) {
+    if (port < 0 || port > 65535)
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "KVS server: port " + std::to_string(port) + " is not in 0..65535");
     net::Endpoint ep = net::choose_endpoint(iface);
     net::Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) throw_errno("KVS server: socket");
@@ -74,8 +77,12 @@ Server::Server(const std::string& iface) : impl_(std::make_unique<Impl>()) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr = ep.bind;
-    addr.sin_port = 0;  // the OS picks a free port
+    addr.sin_port = htons(static_cast<uint16_t>(port));  // 0: the OS picks a free port
     if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        if (errno == EADDRINUSE)
+            throw Error(CCL_ERROR_SYSTEM, "KVS server: port " + std::to_string(port) +
+                                              " is already in use on this host (bind to " +
+                                              net::format_address(addr) + ")");
         throw_errno("KVS server: bind to " + net::format_address(addr));
     }
     if (listen(fd.get(), SOMAXCONN) != 0) throw_errno("KVS server: listen");

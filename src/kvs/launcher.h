@@ -1,0 +1,61 @@
+// Which launcher started this process, read from the environment alone (no I/O, so every rule is
+// testable without a launcher): the rank, the size, where the rank sits on its node, and how the
+// ranks find rank 0's KVS. docs/launching.md describes the rules for users.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace ccl::kvs {
+
+enum class Launcher { none, cclrun, hydra, ompi, torchrun, slurm };
+
+// "none", "cclrun", "hydra", "ompi", "torchrun", "slurm".
+const char* launcher_name(Launcher l);
+// "auto" gives nullopt; an unknown name throws CCL_ERROR_INVALID_ARGUMENT naming `var`.
+std::optional<Launcher> parse_launcher(const char* var, const std::string& text);
+
+// How the ranks learn the address of the KVS that rank 0 serves.
+enum class AddressVia {
+    none,    // they do not: the application passes it (ccl_comm_create)
+    given,   // CCL_KVS_ADDRESS: cclrun serves the KVS and says where
+    pmi,     // rank 0 publishes it with PMI-1 put / barrier / get over PMI_FD
+    pmix,    // rank 0 publishes it with PMIx put / fence / get
+    master,  // no exchange: rank 0 serves it at MASTER_ADDR and a known port
+};
+
+struct Launch {
+    Launcher launcher = Launcher::none;
+    int rank = 0;
+    int size = 1;
+    int local_rank = 0;  // among the ranks of this node
+    int local_size = 1;
+    AddressVia via = AddressVia::none;
+    std::string address;  // given: the KVS address; master: MASTER_ADDR (host name or IPv4)
+    int port = 0;         // master: the port rank 0 serves the KVS at
+    int pmi_fd = -1;      // pmi: the descriptor the launcher opened for us
+    std::string why;      // which variables decided all this, for ccl_info and logs
+};
+
+struct LaunchSettings {
+    std::optional<Launcher> forced;  // CCL_PROCESS_LAUNCHER; nullopt = auto
+    int kvs_port = 0;                // CCL_KVS_PORT; 0 = MASTER_PORT + 1
+};
+
+using Getenv = std::function<const char*(const char*)>;
+
+// Decides from the variables that `getenv` returns. Throws ccl::Error:
+//   CCL_ERROR_INVALID_USAGE     no launcher's variables, a launcher's variables only in part,
+//                               two launchers' variables disagreeing, a forced launcher whose
+//                               variables are missing, a launcher with no way to share the address
+//   CCL_ERROR_INVALID_ARGUMENT  a malformed value (not an integer, rank >= size, bad port)
+// With `forced` = none it returns launcher none (local rank and size from LOCAL_RANK and
+// LOCAL_WORLD_SIZE when set) and never throws for the absence of a launcher.
+Launch detect_launch(const Getenv& getenv, const LaunchSettings& settings);
+
+// Slurm's compressed tasks-per-node list ("2(x3),1": nodes 0-2 run 2 tasks, node 3 runs 1): the
+// count of node `node`, or nullopt when the list is malformed or too short.
+std::optional<int> tasks_on_node(const std::string& list, int node);
+
+}  // namespace ccl::kvs

@@ -1,0 +1,99 @@
+// ccl_info: what ccl sees in this process's environment: its version, the launcher it detected and
+// why, this rank's place in the job, and the configuration (every CCL_* setting). Start it the way
+// the program would be started (mpiexec -n 2 ccl_info, srun ccl_info, torchrun ... ccl_info); it
+// starts and connects to nothing. Exit status 1 when ccl_comm_create_from_env would fail for the
+// reason it prints, or a variable is malformed.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "ccl/ccl.h"
+#include "core/config.h"
+#include "core/error.h"
+
+namespace {
+
+const char* via_text(ccl::kvs::AddressVia via) {
+    using ccl::kvs::AddressVia;
+    switch (via) {
+        case AddressVia::none: return "passed by the application (ccl_comm_create)";
+        case AddressVia::given: return "given by cclrun (CCL_KVS_ADDRESS)";
+        case AddressVia::pmi: return "served by rank 0, its address shared through PMI-1";
+        case AddressVia::pmix: return "served by rank 0, its address shared through PMIx";
+        case AddressVia::master: return "served by rank 0 at MASTER_ADDR and a known port";
+    }
+    return "?";
+}
+
+std::string settings(const ccl::Config& c) {
+    auto line = [](const char* name, const std::string& value) {
+        return "  " + std::string(name) + "=" + value + "\n";
+    };
+    auto num = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", v);
+        return std::string(buf);
+    };
+    std::string cpus = c.worker_cpus.empty() ? "auto" : "";
+    for (size_t i = 0; i < c.worker_cpus.size(); ++i)
+        cpus += (i ? "," : "") + std::to_string(c.worker_cpus[i]);
+    auto sv = spdlog::level::to_string_view(c.log_level);
+    std::string level(sv.data(), sv.size());
+    if (level == "warning") level = "warn";  // spelled the way CCL_LOG_LEVEL takes it
+    return line("CCL_LOG_LEVEL", level) + line("CCL_TIMEOUT", num(c.timeout_s)) +
+           line("CCL_KVS_TIMEOUT", num(c.kvs_timeout_s)) +
+           line("CCL_KVS_IFACE", c.kvs_iface.empty() ? "(unset: default route)" : c.kvs_iface) +
+           line("CCL_KVS_PORT",
+                c.kvs_port ? std::to_string(c.kvs_port) : "(unset: MASTER_PORT + 1)") +
+           line("CCL_PROCESS_LAUNCHER",
+                c.process_launcher ? ccl::kvs::launcher_name(*c.process_launcher) : "auto") +
+           line("CCL_SHM_BUFFER_SIZE", std::to_string(c.shm_buffer_size)) +
+           line("CCL_SINGLE_COPY", c.single_copy ? "1" : "0") +
+           line("CCL_ALLREDUCE", c.allreduce_algo) +
+           line("CCL_ALLREDUCE_DIRECT_MAX", std::to_string(c.allreduce_direct_max)) +
+           line("CCL_WORKER_COUNT", std::to_string(c.worker_count)) +
+           line("CCL_WORKER_AFFINITY", cpus) + line("CCL_CACHE_SIZE", std::to_string(c.cache_size));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc > 1) {
+        bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
+        std::fputs(
+            "usage: ccl_info   (start it the way the program is started: mpiexec -n 2 "
+            "ccl_info, srun ccl_info, ...)\nPrints ccl's version, the launcher it detects "
+            "and why, this rank's place, and the configuration.\n",
+            help ? stdout : stderr);
+        return help ? 0 : 2;
+    }
+    std::string out = "ccl " + std::to_string(CCL_VERSION_MAJOR) + "." +
+                      std::to_string(CCL_VERSION_MINOR) + "." + std::to_string(CCL_VERSION_PATCH) +
+                      "\n";
+    int status = 0;
+    try {
+        const ccl::Config& c = ccl::config();
+        if (c.launch) {
+            const ccl::kvs::Launch& l = *c.launch;
+            out += std::string("launcher:   ") + ccl::kvs::launcher_name(l.launcher) + "\n";
+            out += "why:        " + l.why + "\n";
+            if (l.launcher != ccl::kvs::Launcher::none)
+                out += "rank:       " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
+                       "\n";
+            out += "local rank: " + std::to_string(l.local_rank) + " of " +
+                   std::to_string(l.local_size) + "\n";
+            out += std::string("kvs:        ") + via_text(l.via) + "\n";
+        } else {
+            out += "launcher:   not detected\n";
+            out += std::string("error:      ") + ccl::result_name(c.launch_error->code()) + ": " +
+                   c.launch_error->what() + "\n";
+            status = 1;
+        }
+        out += "config:\n" + settings(c);
+    } catch (const ccl::Error& e) {
+        out += std::string("config error: ") + ccl::result_name(e.code()) + ": " + e.what() + "\n";
+        status = 1;
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);  // one write: ranks' blocks stay whole
+    return status;
+}

@@ -20,9 +20,10 @@ struct Config {
     std::string kvs_iface;                    // CCL_KVS_IFACE: interface the KVS server binds
     int kvs_port = 0;                         // CCL_KVS_PORT: torchrun-style; 0 = MASTER_PORT + 1
     size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
-    std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag
+    std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag | cma
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
-    size_t allreduce_cma_min = 256u << 10;    // CCL_ALLREDUCE_CMA_MIN: smallest auto single copy
+    size_t allreduce_cma_min = 256u << 10;    // CCL_ALLREDUCE_CMA_MIN: smallest auto cma slice
+    size_t allreduce_cma_max = 32u << 20;     // CCL_ALLREDUCE_CMA_MAX: auto cma below this
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
     std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
     int local_rank = 0;                       // the launcher's local rank: picks our cpus

@@ -47,9 +47,13 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
                     return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
                                                  sig.dtype, sig.op);
                 }};
-    // Single copy needs a scratch piece of at least a cache line per peer in a buffer.
-    bool cma = single_copy && arena.buffer_size() / size_t(arena.nranks()) >= 64 &&
-               (choice == "cma" || (choice == "auto" && bytes >= cfg.allreduce_cma_min));
+    // Single copy (one copy in, where rsag copies in, then out) wins for mid-size messages with
+    // slices big enough to pay for the system calls; the largest stream through rsag's copy-outs
+    // as fast (docs/performance.md). It needs a scratch piece of a cache line per peer.
+    const size_t n = size_t(arena.nranks());
+    bool cma = single_copy && arena.buffer_size() / n >= 64 &&
+               (choice == "cma" || (choice == "auto" && bytes / n >= cfg.allreduce_cma_min &&
+                                    bytes < cfg.allreduce_cma_max));
     if (cma)
         return {"shm/allreduce_cma",
                 [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {

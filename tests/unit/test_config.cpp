@@ -52,6 +52,12 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(c.allreduce_direct_max, 0u);
     EXPECT_EQ(c.kvs_iface, "lo");
     EXPECT_EQ(parse({{"CCL_SHM_BUFFER_SIZE", "2M"}}).shm_buffer_size, 2u << 20);
+    ccl::Config cma = parse({{"CCL_ALLREDUCE", "cma"},
+                             {"CCL_ALLREDUCE_CMA_MIN", "1M"},
+                             {"CCL_ALLREDUCE_CMA_MAX", "64M"}});
+    EXPECT_EQ(cma.allreduce_algo, "cma");
+    EXPECT_EQ(cma.allreduce_cma_min, 1u << 20);
+    EXPECT_EQ(cma.allreduce_cma_max, 64u << 20);
 }
 
 TEST(Config, RejectsMalformed) {
@@ -68,6 +74,8 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_SHM_BUFFER_SIZE", "-64K");
     expect_rejected("CCL_SHM_BUFFER_SIZE", "99999999999G");
     expect_rejected("CCL_ALLREDUCE", "ring");
+    expect_rejected("CCL_ALLREDUCE_CMA_MIN", "lots");
+    expect_rejected("CCL_ALLREDUCE_CMA_MAX", "-1");
 }
 
 }  // namespace

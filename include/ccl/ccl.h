@@ -146,7 +146,13 @@ CCL_API ccl_result_t ccl_kvs_destroy(ccl_kvs_t kvs);
  * create several communicators over one KVS create them in the same order.
  */
 CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm_t* comm);
-/* Reads CCL_RANK, CCL_SIZE and CCL_KVS_ADDRESS, as set by cclrun. */
+/*
+ * Finds rank, size, local rank and the KVS from the launcher that started the process: cclrun,
+ * MPICH's Hydra (PMI-1), Open MPI (PMIx), torchrun (rank 0 serves the KVS at MASTER_PORT + 1, or
+ * CCL_KVS_PORT) or Slurm's srun (PMI-2 / PMIx); CCL_PROCESS_LAUNCHER forces one. Missing, partial
+ * or conflicting launcher variables fail with CCL_ERROR_INVALID_USAGE naming them. See
+ * docs/launching.md. The first call in a process sets up the job's KVS; later calls reuse it.
+ */
 CCL_API ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm);
 CCL_API ccl_result_t ccl_comm_rank(ccl_comm_t comm, int* rank);
 CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);

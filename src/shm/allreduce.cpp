@@ -20,7 +20,10 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
                       ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    // Small messages come here: no heap for the sources while they fit the stack.
+    const void* stack_srcs[16];
+    std::vector<const void*> heap_srcs(n > 16 ? size_t(n) : 0);
+    const void** srcs = n > 16 ? heap_srcs.data() : stack_srcs;
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         arena.begin_round(sig);
@@ -29,7 +32,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) srcs[size_t(r)] = arena.peer_buffer(r);
-        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        reduce(static_cast<char*>(recv) + off * esize, srcs, n, c, dtype, op, n);
         arena.done();
     }
 }

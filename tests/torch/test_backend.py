@@ -278,6 +278,14 @@ def test_subgroups(gloo):
     a = values(10, torch.float32)
     dist.all_reduce(a, group=single)
     equal(a, values(10, torch.float32), "singleton allreduce")
+    # a group destroyed while a work whose future was asked for is still in flight
+    g = dist.new_group(list(range(size)))
+    t = values(100_000, torch.float32)
+    fut = dist.all_reduce(t, group=g, async_op=True).get_future()
+    dist.destroy_process_group(g)
+    del g
+    fut.wait()
+    equal(t, sum(values(100_000, torch.float64, r) for r in range(size)).float(), "allreduce outliving its group")
 
 
 def test_non_contiguous():

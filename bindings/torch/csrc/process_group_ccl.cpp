@@ -308,10 +308,19 @@ c10::intrusive_ptr<c10::ivalue::Future> CclWork::getFuture() {
 // ---- Completer --------------------------------------------------------------------------------
 
 void Completer::add(c10::intrusive_ptr<CclWork> work) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-    queue_.push_back(std::move(work));
-    cv_.notify_one();
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!stop_) {
+            // The thread keeps its completer alive, so that a work it completes never destroys
+            // the completer under it.
+            if (!thread_.joinable())
+                thread_ = std::thread([self = shared_from_this()] { self->run(); });
+            queue_.push_back(std::move(work));
+            cv_.notify_one();
+            return;
+        }
+    }
+    work->complete();  // the backend is going away: complete it here
 }
 
 void Completer::run() {
@@ -328,14 +337,22 @@ void Completer::run() {
     }
 }
 
-Completer::~Completer() {
+void Completer::stop() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
     }
     cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    // The thread's own reference may be the last one: it cannot join itself, and it is ending.
+    if (thread_.joinable()) {
+        if (thread_.get_id() == std::this_thread::get_id())
+            thread_.detach();
+        else
+            thread_.join();
+    }
 }
+
+Completer::~Completer() { stop(); }
 
 // ---- ProcessGroupCCL --------------------------------------------------------------------------
 
@@ -366,7 +383,7 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
 }
 
 ProcessGroupCCL::~ProcessGroupCCL() {
-    completer_.reset();  // finishes the works whose futures were asked for
+    completer_->stop();  // finishes the works whose futures were asked for
     if (comm_) ccl_comm_destroy(comm_);
     if (kvs_) ccl_kvs_destroy(kvs_);
 }

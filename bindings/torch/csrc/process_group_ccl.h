@@ -72,10 +72,12 @@ private:
 };
 
 // Completes works in the background, for those whose future was asked for.
-class Completer {
+class Completer : public std::enable_shared_from_this<Completer> {
 public:
     ~Completer();
     void add(c10::intrusive_ptr<CclWork> work);
+    // Completes what is queued and ends the thread; later works complete on the caller's thread.
+    void stop();
 
 private:
     void run();

@@ -53,6 +53,11 @@ Rendezvous::Rendezvous(const Launch& launch, const std::string& iface, double ti
                 try {
                     client_ = std::make_unique<Client>(address, timeout_s);
                 } catch (const Error& e) {
+                    if (e.code() == CCL_ERROR_INVALID_USAGE)  // refused our secret
+                        throw Error(e.code(), std::string(e.what()) +
+                                                  " (every rank must have the same "
+                                                  "CCL_KVS_SECRET, or the same "
+                                                  "TORCHELASTIC_RUN_ID when it is unset)");
                     throw Error(e.code(), std::string(e.what()) +
                                               " (rank 0 serves it there once it calls "
                                               "ccl_comm_create_from_env; is MASTER_ADDR rank 0's "

@@ -58,20 +58,6 @@ void raw_send(int fd, const std::string& bytes) {
     ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
 }
 
-// True when the server closed `fd` within `timeout_ms` (EOF or reset).
-bool closed_by_server(int fd, int timeout_ms) {
-    auto start = Clock::now();
-    while (seconds_since(start) * 1000 < timeout_ms) {
-        pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, 50) > 0) {
-            char buf[256];
-            ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-            if (r == 0 || (r < 0 && errno != EAGAIN)) return true;
-        }
-    }
-    return false;
-}
-
 std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 class Kvs : public ::testing::Test {

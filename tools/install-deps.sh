@@ -11,6 +11,9 @@ packages=(
   mpich openmpi-bin libpmix-dev
   # the PyTorch backend (bindings/torch) is built and tested against Debian's torch
   python3-torch libtorch-dev python3-setuptools python3-dev pybind11-dev
+  # the libFuzzer target of the KVS protocol (tests/fuzz): clang, and its fuzzer runtime, which
+  # clang only recommends (and --no-install-recommends skips)
+  clang libclang-rt-dev
 )
 
 missing=()

@@ -131,6 +131,11 @@ CCL_API const char* ccl_last_error(void);
  * The key-value store used to bootstrap communicators. One process creates the main KVS (it
  * serves it from a background thread); the others connect to its address, which the application
  * passes along (e.g. through its launcher or a file). Connecting retries until CCL_KVS_TIMEOUT.
+ * The address, "a.b.c.d:port/<32 hex digits>", carries the job's secret (128 random bits drawn by
+ * ccl_kvs_create_main): only a process that has it gets in, so pass it only to the job's ranks,
+ * over a channel strangers cannot read. ccl_kvs_connect refuses an address without a secret
+ * (CCL_ERROR_INVALID_ARGUMENT) and fails with CCL_ERROR_INVALID_USAGE when the server refuses
+ * the secret (an address of another job). docs/reliability-kvs.md.
  */
 #define CCL_KVS_ADDRESS_MAX 256
 CCL_API ccl_result_t ccl_kvs_create_main(ccl_kvs_t* kvs);

@@ -120,25 +120,32 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot)
     if (rank == 0) {
         // Lay the segments out before publishing their name: a peer may map them at once.
         std::string name = segment_name();
-        arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size, buffer_size)),
+        // The segments' job id travels with their names: a segment that does not carry it
+        // (stale, foreign, replaced) is refused when the others open it.
+        shm::JobId job = kvs::random_secret();
+        arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size, buffer_size), job),
                        size, rank, buffer_size, cfg.timeout_s, true);
-        mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size)),
+        mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size), job),
                          name + "-d", *arena_);
-        shared = name + " " + std::to_string(buffer_size) + " " + host;
+        shared = name + " " + std::to_string(buffer_size) + " " + host + " " + kvs::secret_hex(job);
     }
     std::istringstream in(boot.from_root(shared));
     if (rank != 0) {
-        std::string name, root_host;
-        in >> name >> buffer_size >> root_host;
+        std::string name, root_host, job_hex;
+        in >> name >> buffer_size >> root_host >> job_hex;
+        auto job = kvs::parse_secret_hex(job_hex);
+        if (!job)
+            throw Error(CCL_ERROR_INTERNAL, "rank 0's bootstrap record for shared memory '" +
+                                                in.str() + "' is malformed");
         if (root_host != host)
             throw Error(CCL_ERROR_UNSUPPORTED,
                         "rank " + std::to_string(rank) + " runs on host " + host +
                             " but rank 0 on " + root_host +
                             ": ranks on several nodes need the libfabric transport, "
                             "which this build does not have yet");
-        arena_.emplace(shm::Segment::open(name, shm::Arena::bytes_needed(size, buffer_size)), size,
-                       rank, buffer_size, cfg.timeout_s, false);
-        mailbox_.emplace(shm::Segment::open(name + "-m", shm::Mailbox::bytes_needed(size)),
+        arena_.emplace(shm::Segment::open(name, shm::Arena::bytes_needed(size, buffer_size), *job),
+                       size, rank, buffer_size, cfg.timeout_s, false);
+        mailbox_.emplace(shm::Segment::open(name + "-m", shm::Mailbox::bytes_needed(size), *job),
                          name + "-d", *arena_);
     }
     // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,

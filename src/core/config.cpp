@@ -126,6 +126,14 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_KVS_IFACE")) c.kvs_iface = v;
     if (const char* v = getenv_fn("CCL_KVS_PORT"))
         c.kvs_port = int(parse_int("CCL_KVS_PORT", v, 1, 65535));
+    if (const char* v = getenv_fn("CCL_KVS_SECRET")) {
+        c.kvs_secret = kvs::parse_secret_hex(v);
+        // The value itself is never repeated: it is a secret.
+        if (!c.kvs_secret)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        "CCL_KVS_SECRET is malformed: expected 32 hex digits (e.g. from "
+                        "'od -An -tx1 -N16 /dev/urandom | tr -d \" \\n\"')");
+    }
     if (const char* v = getenv_fn("CCL_PROCESS_LAUNCHER"))
         c.process_launcher = kvs::parse_launcher("CCL_PROCESS_LAUNCHER", v);
     if (const char* v = getenv_fn("CCL_SHM_BUFFER_SIZE"))
@@ -147,7 +155,7 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))
         c.worker_cpus = parse_cpu_list("CCL_WORKER_AFFINITY", v);
     try {
-        c.launch = kvs::detect_launch(getenv_fn, {c.process_launcher, c.kvs_port});
+        c.launch = kvs::detect_launch(getenv_fn, {c.process_launcher, c.kvs_port, c.kvs_secret});
         c.local_rank = c.launch->local_rank;
         c.local_size = c.launch->local_size;
     } catch (const Error& e) {

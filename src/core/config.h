@@ -19,6 +19,7 @@ struct Config {
     double kvs_timeout_s = 60;                // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
     std::string kvs_iface;                    // CCL_KVS_IFACE: interface the KVS server binds
     int kvs_port = 0;                         // CCL_KVS_PORT: torchrun-style; 0 = MASTER_PORT + 1
+    std::optional<kvs::Secret> kvs_secret;    // CCL_KVS_SECRET: torchrun-style job secret
     size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
     std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag | cma
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct

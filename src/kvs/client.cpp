@@ -1,6 +1,7 @@
 // The KVS client: one TCP connection, one request at a time under a mutex. Every wait is a poll()
 // against the call's deadline. After a timeout or a broken connection the socket is closed, so a
 // late reply can never be read as the answer to a later request; the next call reconnects.
+// Every connection starts with a hello carrying the job secret from the address (kvs/secret.h).
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -53,8 +54,10 @@ Wait wait_for(int fd, short events, const net::Deadline& deadline) {
 }  // namespace
 
 struct Client::Impl {
-    std::string address;
+    std::string address;  // with the secret
+    std::string shown;    // without it
     sockaddr_in addr{};
+    Secret secret{};
     double connect_timeout_s = 0;
     std::mutex mu;
     net::Fd fd;  // invalid after a failure: the next call reconnects
@@ -62,6 +65,9 @@ struct Client::Impl {
     void connect(double timeout_s);
     // Sends `req` and returns the reply. `what` names the call for error messages.
     protocol::Reply call(const protocol::Request& req, double timeout_s, const std::string& what);
+    // One request and its reply on the connected socket, before `deadline`; a refusal is thrown.
+    protocol::Reply exchange(const std::string& frame, const net::Deadline& deadline,
+                             double timeout_s, const std::string& what);
 };
 
 void Client::Impl::connect(double timeout_s) {
@@ -86,6 +92,14 @@ void Client::Impl::connect(double timeout_s) {
         if (err == 0) {
             net::set_nodelay(s.get());
             fd = std::move(s);
+            // Within the same deadline: a server that never answers must not hold us longer.
+            try {
+                exchange(protocol::encode(protocol::hello_request(secret)), deadline, timeout_s,
+                         "this process's job secret");
+            } catch (...) {
+                fd.reset();  // a refused connection is closed by the server too
+                throw;
+            }
             return;
         }
         last_err = err;
@@ -95,7 +109,7 @@ void Client::Impl::connect(double timeout_s) {
         std::this_thread::sleep_for(std::min(backoff, left));
         backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
     }
-    throw Error(CCL_ERROR_TIMEOUT, "could not connect to the KVS at " + address + " within " +
+    throw Error(CCL_ERROR_TIMEOUT, "could not connect to the KVS at " + shown + " within " +
                                        seconds_text(timeout_s) + " s: " + std::strerror(last_err));
 }
 
@@ -105,16 +119,20 @@ protocol::Reply Client::Impl::call(const protocol::Request& req, double timeout_
     std::lock_guard lock(mu);
     net::Deadline deadline(timeout_s);
     if (!fd.valid()) connect(std::min(timeout_s, connect_timeout_s));
+    return exchange(frame, deadline, timeout_s, what);
+}
 
+protocol::Reply Client::Impl::exchange(const std::string& frame, const net::Deadline& deadline,
+                                       double timeout_s, const std::string& what) {
     auto timed_out = [&] {
         fd.reset();
         return Error(CCL_ERROR_TIMEOUT, "timed out after " + seconds_text(timeout_s) + " s " +
-                                            what + " at the KVS at " + address);
+                                            what + " at the KVS at " + shown);
     };
     auto lost = [&](const std::string& why) {
         fd.reset();
         return Error(CCL_ERROR_PEER_FAILURE,
-                     "lost the connection to the KVS at " + address + " " + what + ": " + why);
+                     "lost the connection to the KVS at " + shown + " " + what + ": " + why);
     };
 
     for (size_t sent = 0; sent < frame.size();) {
@@ -154,15 +172,18 @@ protocol::Reply Client::Impl::call(const protocol::Request& req, double timeout_
     }
     if (reply.status != CCL_SUCCESS) {
         throw Error(reply.status,
-                    "the KVS at " + address + " refused " + what + ": " + reply.payload);
+                    "the KVS at " + shown + " refused " + what + ": " + reply.payload);
     }
     return reply;
 }
 
 Client::Client(const std::string& address, double connect_timeout_s)
     : impl_(std::make_unique<Impl>()) {
+    KvsAddress parsed = parse_kvs_address(address);
     impl_->address = address;
-    impl_->addr = net::parse_address(address);
+    impl_->shown = parsed.shown;
+    impl_->addr = parsed.addr;
+    impl_->secret = parsed.secret;
     impl_->connect_timeout_s = connect_timeout_s;
     impl_->connect(connect_timeout_s);
 }
@@ -170,6 +191,8 @@ Client::Client(const std::string& address, double connect_timeout_s)
 Client::~Client() = default;
 
 const std::string& Client::address() const { return impl_->address; }
+
+const std::string& Client::shown_address() const { return impl_->shown; }
 
 void Client::put(const std::string& key, const std::string& value) {
     // put has no timeout of its own: the server answers at once, so the connect timeout bounds it.

@@ -290,8 +290,25 @@ Launch finish(const Env& env, const View& v, const LaunchSettings& settings, boo
             l.port = master_port + 1;
             rule = "MASTER_PORT=" + std::to_string(master_port) + " + 1";
         }
+        // No channel carries a secret from rank 0 here: every rank computes the same one.
+        std::string auth;
+        const char* run_id = env.get("TORCHELASTIC_RUN_ID");
+        if (settings.kvs_secret) {
+            l.secret = *settings.kvs_secret;
+            auth = "the job secret is CCL_KVS_SECRET";
+        } else if (run_id && std::string(run_id) != "none") {
+            // torchrun --standalone makes it a random UUID; --rdzv-id makes it the user's choice.
+            l.secret = derive_secret(std::string("TORCHELASTIC_RUN_ID=") + run_id);
+            auth = "the job secret is derived from TORCHELASTIC_RUN_ID (as hard to guess as it is)";
+        } else {
+            l.secret = derive_secret("ccl: no job secret");
+            l.secret_weak = true;
+            auth =
+                "NO job secret (set CCL_KVS_SECRET to 32 hex digits, the same on every rank): "
+                "any process that reaches the port may join";
+        }
         return "rank 0 serves the KVS at MASTER_ADDR=" + l.address + ", port " +
-               std::to_string(l.port) + " (" + rule + ")";
+               std::to_string(l.port) + " (" + rule + "); " + auth;
     };
     auto pmi = [&] {
         View p;
@@ -316,7 +333,8 @@ Launch finish(const Env& env, const View& v, const LaunchSettings& settings, boo
         case Launcher::cclrun:
             l.via = AddressVia::given;
             l.address = env.get("CCL_KVS_ADDRESS");
-            how = "cclrun serves the KVS at CCL_KVS_ADDRESS=" + l.address;
+            how = "cclrun serves the KVS at CCL_KVS_ADDRESS=" + shown_address(l.address) +
+                  " (with the job secret cclrun drew)";
             break;
         case Launcher::torchrun: how = master(); break;
         case Launcher::hydra: how = pmi(); break;

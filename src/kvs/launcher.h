@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "kvs/secret.h"
+
 namespace ccl::kvs {
 
 enum class Launcher { none, cclrun, hydra, ompi, torchrun, slurm };
@@ -34,13 +36,18 @@ struct Launch {
     AddressVia via = AddressVia::none;
     std::string address;  // given: the KVS address; master: MASTER_ADDR (host name or IPv4)
     int port = 0;         // master: the port rank 0 serves the KVS at
-    int pmi_fd = -1;      // pmi: the descriptor the launcher opened for us
-    std::string why;      // which variables decided all this, for ccl_info and logs
+    // master: the job secret every rank computes alike (no channel carries one), and where it
+    // came from: CCL_KVS_SECRET, TORCHELASTIC_RUN_ID, or nothing secret (`secret_weak`).
+    Secret secret{};
+    bool secret_weak = false;
+    int pmi_fd = -1;  // pmi: the descriptor the launcher opened for us
+    std::string why;  // which variables decided all this, for ccl_info and logs
 };
 
 struct LaunchSettings {
-    std::optional<Launcher> forced;  // CCL_PROCESS_LAUNCHER; nullopt = auto
-    int kvs_port = 0;                // CCL_KVS_PORT; 0 = MASTER_PORT + 1
+    std::optional<Launcher> forced;    // CCL_PROCESS_LAUNCHER; nullopt = auto
+    int kvs_port = 0;                  // CCL_KVS_PORT; 0 = MASTER_PORT + 1
+    std::optional<Secret> kvs_secret;  // CCL_KVS_SECRET: the job secret under torchrun-style starts
 };
 
 using Getenv = std::function<const char*(const char*)>;

@@ -48,6 +48,11 @@ public:
         rest_.remove_prefix(n);
         return s;
     }
+    void bytes(uint8_t* out, size_t n) {
+        need(n);
+        for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(rest_[i]);
+        rest_.remove_prefix(n);
+    }
     void end() const {
         if (!rest_.empty()) {
             throw ProtocolError(std::to_string(rest_.size()) + " trailing bytes after the message");
@@ -79,6 +84,11 @@ std::string encode(const Request& req) {
     }
     std::string body;
     body.push_back(static_cast<char>(req.op));
+    if (req.op == Op::hello) {
+        put_u32(body, req.version);
+        body.append(reinterpret_cast<const char*>(req.secret.data()), req.secret.size());
+        return frame(std::move(body));
+    }
     put_str(body, req.key);
     if (req.op == Op::put) put_str(body, req.value);
     if (req.op == Op::barrier) put_u32(body, req.nranks);
@@ -126,6 +136,11 @@ Request decode_request(std::string_view body) {
             req.key = r.str(kMaxKey, "barrier name");
             req.nranks = r.u32();
             if (req.nranks == 0) throw ProtocolError("barrier with nranks 0");
+            break;
+        case static_cast<uint8_t>(Op::hello):
+            req.op = Op::hello;
+            req.version = r.u32();
+            r.bytes(req.secret.data(), req.secret.size());
             break;
         default: throw ProtocolError("unknown opcode " + std::to_string(op));
     }

@@ -29,23 +29,35 @@ Rendezvous::Rendezvous(const Launch& launch, const std::string& iface, double ti
         case AddressVia::master:
             if (launch.rank == 0) {
                 try {
-                    server_ = std::make_unique<Server>(iface, launch.port);
+                    server_ = std::make_unique<Server>(iface, launch.port, launch.secret);
                 } catch (const Error& e) {
                     throw Error(e.code(), std::string(e.what()) +
                                               ": rank 0 serves the KVS at MASTER_PORT + 1, or "
                                               "CCL_KVS_PORT when set; set CCL_KVS_PORT to a free "
                                               "port");
                 }
+                if (launch.secret_weak)
+                    log().warn(
+                        "the KVS at MASTER_ADDR, port {} has no job secret: any process that "
+                        "reaches that port during start-up may join this job. Set "
+                        "CCL_KVS_SECRET (32 hex digits, the same on every rank), or start "
+                        "with torchrun --standalone or --rdzv-id (docs/reliability-kvs.md)",
+                        launch.port);
                 client_ = std::make_unique<Client>(server_->address(), timeout_s);
             } else {
                 sockaddr_in addr{};
                 addr.sin_family = AF_INET;
                 addr.sin_addr = net::resolve_ipv4(launch.address, "MASTER_ADDR");
                 addr.sin_port = htons(static_cast<uint16_t>(launch.port));
-                std::string address = net::format_address(addr);
+                std::string address = format_kvs_address(addr, launch.secret);
                 try {
                     client_ = std::make_unique<Client>(address, timeout_s);
                 } catch (const Error& e) {
+                    if (e.code() == CCL_ERROR_INVALID_USAGE)  // refused our secret
+                        throw Error(e.code(), std::string(e.what()) +
+                                                  " (every rank must have the same "
+                                                  "CCL_KVS_SECRET, or the same "
+                                                  "TORCHELASTIC_RUN_ID when it is unset)");
                     throw Error(e.code(), std::string(e.what()) +
                                               " (rank 0 serves it there once it calls "
                                               "ccl_comm_create_from_env; is MASTER_ADDR rank 0's "

@@ -13,11 +13,30 @@ std::vector<Store::Delivery> Store::handle(ConnId conn, const Request& req) {
         case Op::put: return put(conn, req);
         case Op::get: return get(conn, req);
         case Op::barrier: return barrier(conn, req);
+        case Op::hello: break;  // the server handles hellos itself
     }
     return {{conn, Reply{CCL_ERROR_INTERNAL, "unknown KVS operation"}}};
 }
 
+std::optional<Reply> Store::over_limit(size_t more, size_t bytes) const {
+    size_t entries = values_.size() + barriers_.size();
+    if (entries + more <= max_entries_ && bytes_ + bytes <= max_bytes_) return std::nullopt;
+    return Reply{CCL_ERROR_OUT_OF_MEMORY, "the KVS is full: it holds " + std::to_string(entries) +
+                                              " keys and barriers (" + std::to_string(bytes_) +
+                                              " bytes), the limits are " +
+                                              std::to_string(max_entries_) + " and " +
+                                              std::to_string(max_bytes_) + " bytes"};
+}
+
 std::vector<Store::Delivery> Store::put(ConnId conn, const Request& req) {
+    auto old = values_.find(req.key);
+    size_t old_bytes = old == values_.end() ? 0 : old->first.size() + old->second.size();
+    size_t new_bytes = req.key.size() + req.value.size();
+    if (auto refused = over_limit(old == values_.end() ? 1 : 0,
+                                  new_bytes > old_bytes ? new_bytes - old_bytes : 0)) {
+        return {{conn, *refused}};
+    }
+    bytes_ = bytes_ - old_bytes + new_bytes;
     std::vector<Delivery> out;
     out.push_back({conn, Reply{}});
     if (auto it = waiting_gets_.find(req.key); it != waiting_gets_.end()) {
@@ -41,6 +60,10 @@ std::vector<Store::Delivery> Store::get(ConnId conn, const Request& req) {
 }
 
 std::vector<Store::Delivery> Store::barrier(ConnId conn, const Request& req) {
+    if (!barriers_.count(req.key)) {
+        if (auto refused = over_limit(1, req.key.size())) return {{conn, *refused}};
+        bytes_ += req.key.size();
+    }
     Barrier& b = barriers_[req.key];
     if (b.nranks == 0) b.nranks = req.nranks;  // the first arrival fixes the size
     auto refuse = [&](std::string why) {
@@ -83,7 +106,10 @@ void Store::drop(ConnId conn) {
     } else if (auto b = barriers_.find(it->second.key); b != barriers_.end()) {
         remove_from(b->second.waiting);
         // Nobody left waiting: the next arrival may pick the size again.
-        if (b->second.waiting.empty() && !b->second.done) barriers_.erase(b);
+        if (b->second.waiting.empty() && !b->second.done) {
+            bytes_ -= b->first.size();
+            barriers_.erase(b);
+        }
     }
     parked_.erase(it);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +16,13 @@ namespace ccl::kvs {
 class Store {
 public:
     using ConnId = uint64_t;
+    // Bounds on what the clients of one job may make the server hold: a runaway (or buggy) rank
+    // gets CCL_ERROR_OUT_OF_MEMORY instead of exhausting the memory of the process serving it.
+    static constexpr size_t kMaxEntries = size_t{1} << 20;  // keys plus barrier names
+    static constexpr size_t kMaxBytes = size_t{256} << 20;  // of keys, values and barrier names
+
+    explicit Store(size_t max_entries = kMaxEntries, size_t max_bytes = kMaxBytes)
+        : max_entries_(max_entries), max_bytes_(max_bytes) {}
     struct Delivery {
         ConnId conn;
         protocol::Reply reply;
@@ -45,11 +53,15 @@ private:
     std::vector<Delivery> put(ConnId conn, const protocol::Request& req);
     std::vector<Delivery> get(ConnId conn, const protocol::Request& req);
     std::vector<Delivery> barrier(ConnId conn, const protocol::Request& req);
+    // A refusal when `more` entries and `bytes` more would pass the limits, else nullopt.
+    std::optional<protocol::Reply> over_limit(size_t more, size_t bytes) const;
 
     std::unordered_map<std::string, std::string> values_;
     std::unordered_map<std::string, std::vector<ConnId>> waiting_gets_;
     std::unordered_map<std::string, Barrier> barriers_;
     std::unordered_map<ConnId, Parked> parked_;
+    size_t max_entries_, max_bytes_;
+    size_t bytes_ = 0;  // held in values_ and barriers_
 };
 
 }  // namespace ccl::kvs

@@ -119,7 +119,7 @@ uint64_t Mailbox::place(Outbox& out, int peer, size_t bytes, uint32_t head) {
     ++out.gen;
     log().debug("rank {}: mailbox to rank {}: data segment {} of {} KiB", arena_.rank(), peer,
                 out.gen, want >> 10);
-    out.data = Segment::create(data_name(arena_.rank(), peer, out.gen), want);
+    out.data = Segment::create(data_name(arena_.rank(), peer, out.gen), want, seg_.job());
     out.pos = bytes;
     return 0;
 }
@@ -200,7 +200,7 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_
             if (!in.data.data() || in.gen != d.gen) {
                 // The first piece in a new data segment: every earlier one was received.
                 std::string name = data_name(peer, me, d.gen);
-                in.data = Segment::open(name, d.capacity);
+                in.data = Segment::open(name, d.capacity, seg_.job());
                 Segment::remove(name);
                 in.gen = d.gen;
             }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A torchrun-style launcher for one node, without torch: starts N copies of a program with RANK,
 # WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, as torchrun does,
-# and nothing else. MASTER_ADDR defaults to 127.0.0.1; MASTER_PORT to one below a free port (ccl's
+# and CCL_KVS_SECRET. MASTER_ADDR defaults to 127.0.0.1; MASTER_PORT to one below a free port (ccl's
 # rank 0 serves the KVS at MASTER_PORT + 1). When a rank fails the others are stopped, and the
 # first failure's status is the script's.
 # Usage: torchrun_style.sh N program [args...]
@@ -14,6 +14,9 @@ if [ -z "${MASTER_PORT:-}" ]; then
            2>/dev/null) || port=$((20000 + RANDOM % 20000))
     export MASTER_PORT=$((port - 1))
 fi
+# No channel carries a secret from rank 0 here: give every rank the same fresh one
+# (docs/reliability-kvs.md).
+export CCL_KVS_SECRET=${CCL_KVS_SECRET:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')}
 for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n "$@" &
 done

@@ -117,7 +117,7 @@ TEST(Broadcast, EveryRootTypeAndSize) {
 TEST(Barrier, NobodyLeavesEarly) {
     std::string address = std::getenv("CCL_KVS_ADDRESS") ? std::getenv("CCL_KVS_ADDRESS") : "x";
     for (char& c : address)
-        if (c == ':' || c == '.') c = '_';
+        if (c == ':' || c == '.' || c == '/') c = '_';
     std::string path = "/tmp/ccl-test-barrier-" + address;
     CCL_OK(ccl_barrier(g_comm, nullptr));
     for (int round = 1; round <= 20; ++round) {

@@ -25,7 +25,7 @@ expected=$'0 3 0 3 0 3\n1 3 1 3 1 3\n2 3 2 3 2 3'
 got=$(echo "$out" | awk '{ print $1, $2, $3, $4, $5, $6 }' | sort)
 addrs=$(echo "$out" | awk '{ print $7 }' | sort -u)
 if [[ $rc == 0 && $got == "$expected" && $(echo "$addrs" | wc -l) == 1 &&
-      $addrs =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+$ ]]; then
+      $addrs =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+/[0-9a-f]{32}$ ]]; then
     ok "environment of -n 3"
 else
     fail "environment of -n 3" "rc=$rc" "output: $out" "stderr: $(cat "$TMP/err")"

@@ -18,6 +18,8 @@ namespace {
 using ccl::shm::Arena;
 using ccl::shm::Segment;
 
+const ccl::shm::JobId kJob{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
 std::string unique_name() {
     static std::atomic<int> n{0};
     return "/ccl-" + std::to_string(getpid()) + "-unittest-" + std::to_string(n++);
@@ -29,10 +31,10 @@ std::vector<std::unique_ptr<Arena>> make_arenas(int n, size_t buffer, double tim
     size_t bytes = Arena::bytes_needed(n, buffer);
     std::vector<std::unique_ptr<Arena>> arenas;
     arenas.push_back(
-        std::make_unique<Arena>(Segment::create(name, bytes), n, 0, buffer, timeout_s, true));
+        std::make_unique<Arena>(Segment::create(name, bytes, kJob), n, 0, buffer, timeout_s, true));
     for (int r = 1; r < n; ++r)
-        arenas.push_back(
-            std::make_unique<Arena>(Segment::open(name, bytes), n, r, buffer, timeout_s, false));
+        arenas.push_back(std::make_unique<Arena>(Segment::open(name, bytes, kJob), n, r, buffer,
+                                                 timeout_s, false));
     arenas[0]->segment().unlink();
     return arenas;
 }
@@ -116,10 +118,10 @@ TEST(Arena, MismatchedCollectivesAreRefused) {
 TEST(Arena, DeadPeerIsNoticed) {
     std::string name = unique_name();
     size_t bytes = Arena::bytes_needed(2, 4096);
-    Arena a(Segment::create(name, bytes), 2, 0, 4096, 30, true);
+    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 30, true);
     pid_t child = fork();
     if (child == 0) {  // maps the arena as rank 1, then dies without a word
-        Arena peer(Segment::open(name, bytes), 2, 1, 4096, 30, false);
+        Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 30, false);
         _exit(0);
     }
     ASSERT_GT(child, 0);
@@ -140,12 +142,12 @@ TEST(Arena, DeadPeerIsNoticed) {
 TEST(Segment, CreateRefusesAnExistingNameAndCleansUp) {
     std::string name = unique_name();
     {
-        Segment s = Segment::create(name, 8192);
-        EXPECT_THROW(Segment::create(name, 8192), ccl::Error);
-        EXPECT_THROW(Segment::open(name, 4096), ccl::Error);  // wrong size
+        Segment s = Segment::create(name, 8192, kJob);
+        EXPECT_THROW(Segment::create(name, 8192, kJob), ccl::Error);
+        EXPECT_THROW(Segment::open(name, 4096, kJob), ccl::Error);  // wrong size
     }
     // The creator's destructor unlinked it.
-    EXPECT_THROW(Segment::open(name, 8192), ccl::Error);
+    EXPECT_THROW(Segment::open(name, 8192, kJob), ccl::Error);
 }
 
 }  // namespace

@@ -79,3 +79,35 @@ TEST(Config, RejectsMalformed) {
 }
 
 }  // namespace
+
+namespace {
+
+// CCL_KVS_SECRET: exactly 32 hex digits; a malformed one is refused without being repeated (it
+// is a secret), and reaches the torchrun-style launch.
+TEST(Config, KvsSecret) {
+    EXPECT_FALSE(parse({}).kvs_secret);
+    ccl::Config c = parse({{"CCL_KVS_SECRET", "00112233445566778899aabbccddeeff"},
+                           {"RANK", "0"},
+                           {"WORLD_SIZE", "2"},
+                           {"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", "29500"}});
+    ASSERT_TRUE(c.kvs_secret);
+    EXPECT_EQ((*c.kvs_secret)[15], 0xff);
+    ASSERT_TRUE(c.launch);
+    EXPECT_EQ(c.launch->secret, *c.kvs_secret);
+    EXPECT_FALSE(c.launch->secret_weak);
+    for (const char* bad :
+         {"", "0011", "00112233445566778899aabbccddeefX", "00112233445566778899aabbccddeeff00",
+          "passphrase-passphrase-passphrase"}) {
+        expect_rejected("CCL_KVS_SECRET", bad);
+        try {
+            parse({{"CCL_KVS_SECRET", bad}});
+        } catch (const ccl::Error& e) {
+            if (*bad) {
+                EXPECT_EQ(std::string(e.what()).find(bad), std::string::npos) << e.what();
+            }
+        }
+    }
+}
+
+}  // namespace

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <future>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "kvs/kvs.h"
 #include "kvs/net.h"
 #include "kvs/protocol.h"
+#include "kvs/secret.h"
+#include "kvs/store.h"
 
 namespace ccl::kvs {
 namespace {
@@ -44,7 +47,7 @@ std::optional<Error> error_of(F&& f) {
 
 // A raw TCP connection to the server, for sending what a real client never would.
 net::Fd raw_connect(const std::string& address) {
-    sockaddr_in addr = net::parse_address(address);
+    sockaddr_in addr = parse_kvs_address(address).addr;
     net::Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     EXPECT_TRUE(fd.valid());
     EXPECT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
@@ -53,20 +56,6 @@ net::Fd raw_connect(const std::string& address) {
 
 void raw_send(int fd, const std::string& bytes) {
     ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
-}
-
-// True when the server closed `fd` within `timeout_ms` (EOF or reset).
-bool closed_by_server(int fd, int timeout_ms) {
-    auto start = Clock::now();
-    while (seconds_since(start) * 1000 < timeout_ms) {
-        pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, 50) > 0) {
-            char buf[256];
-            ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-            if (r == 0 || (r < 0 && errno != EAGAIN)) return true;
-        }
-    }
-    return false;
 }
 
 std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
@@ -90,6 +79,15 @@ TEST_F(Kvs, PutGet) {
 TEST_F(Kvs, AddressIsLoopbackWithPort) {
     EXPECT_EQ(server.address().rfind("127.0.0.1:", 0), 0u) << server.address();
     EXPECT_EQ(client.address(), server.address());
+    // host:port, then the job secret: 32 hex digits.
+    size_t slash = server.address().find('/');
+    ASSERT_NE(slash, std::string::npos) << server.address();
+    EXPECT_TRUE(parse_secret_hex(server.address().substr(slash + 1))) << server.address();
+    EXPECT_EQ(client.shown_address(), server.address().substr(0, slash));
+    EXPECT_LE(server.address().size() + 1, size_t(CCL_KVS_ADDRESS_MAX));
+    // Every server draws its own.
+    Server other("lo");
+    EXPECT_NE(other.address().substr(other.address().find('/')), server.address().substr(slash));
 }
 
 TEST_F(Kvs, GetBlocksUntilPut) {
@@ -110,7 +108,12 @@ TEST_F(Kvs, GetTimesOutThenClientStillWorks) {
     ASSERT_TRUE(e);
     EXPECT_EQ(e->code(), CCL_ERROR_TIMEOUT);
     EXPECT_NE(std::string(e->what()).find("'never'"), std::string::npos) << e->what();
-    EXPECT_NE(std::string(e->what()).find(server.address()), std::string::npos) << e->what();
+    EXPECT_NE(std::string(e->what()).find(shown_address(server.address())), std::string::npos)
+        << e->what();
+    // The secret never appears in messages (they end up in logs).
+    EXPECT_EQ(std::string(e->what()).find(server.address().substr(server.address().find('/') + 1)),
+              std::string::npos)
+        << e->what();
     double took = seconds_since(start);
     EXPECT_GE(took, 0.19);
     EXPECT_LT(took, 3.0);  // generous: CI runs tests on busy cores
@@ -212,15 +215,16 @@ TEST(KvsClient, ConnectTimeoutToClosedPort) {
         ASSERT_EQ(bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
         socklen_t len = sizeof(a);
         ASSERT_EQ(getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
-        address = net::format_address(a);
+        address = format_kvs_address(a, random_secret());
     }
     auto start = Clock::now();
     auto e = error_of([&] { Client c(address, 0.3); });
     ASSERT_TRUE(e);
     EXPECT_EQ(e->code(), CCL_ERROR_TIMEOUT);
     std::string what = e->what();
-    EXPECT_NE(what.find("could not connect to the KVS at " + address + " within 0.3 s"),
-              std::string::npos)
+    EXPECT_NE(
+        what.find("could not connect to the KVS at " + shown_address(address) + " within 0.3 s"),
+        std::string::npos)
         << what;
     EXPECT_NE(what.find("refused"), std::string::npos) << what;
     double took = seconds_since(start);
@@ -229,6 +233,7 @@ TEST(KvsClient, ConnectTimeoutToClosedPort) {
 }
 
 TEST(KvsClient, MalformedAddress) {
+    // Host and port are checked before the secret: these fail for those.
     for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536",
                             "localhost:80", "1.2.3:80", "127.0.0.1:80x", ":80", "127.0.0.1:-1"}) {
         auto e = error_of([&] { Client c(bad, 0.1); });
@@ -255,36 +260,94 @@ TEST(KvsServer, DefaultInterfaceIsReachable) {
     EXPECT_EQ(c.get("k", 1.0), "v");
 }
 
+std::string frame_of(const std::string& body) { return be32(uint32_t(body.size())) + body; }
+
+// Reads one whole reply frame from a blocking socket within `timeout_ms`; nullopt on EOF/timeout.
+std::optional<protocol::Reply> read_reply(int fd, int timeout_ms) {
+    std::string in;
+    auto start = Clock::now();
+    while (seconds_since(start) * 1000 < timeout_ms) {
+        if (in.size() >= protocol::kHeaderSize) {
+            size_t body = protocol::body_length(in.data());
+            if (in.size() >= protocol::kHeaderSize + body)
+                return protocol::decode_reply(
+                    std::string_view(in).substr(protocol::kHeaderSize, body));
+        }
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        char buf[4096];
+        ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN)) return std::nullopt;
+        if (r > 0) in.append(buf, size_t(r));
+    }
+    return std::nullopt;
+}
+
+std::string hello_frame(const std::string& address) {
+    return protocol::encode(protocol::hello_request(parse_kvs_address(address).secret));
+}
+
+// A raw connection that has proved the job secret.
+net::Fd authed_connect(const std::string& address) {
+    net::Fd fd = raw_connect(address);
+    raw_send(fd.get(), hello_frame(address));
+    auto reply = read_reply(fd.get(), 2000);
+    EXPECT_TRUE(reply && reply->status == CCL_SUCCESS);
+    return fd;
+}
+
+// True when the server closed `fd` within `timeout_ms` without sending a single byte.
+bool closed_without_answer(int fd, int timeout_ms) {
+    auto start = Clock::now();
+    while (seconds_since(start) * 1000 < timeout_ms) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 50) > 0) {
+            char c;
+            ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+            if (r > 0) return false;  // it answered something
+            if (r == 0 || errno != EAGAIN) return true;
+        }
+    }
+    return false;
+}
+
 TEST_F(Kvs, HostileInputClosesOnlyTheOffender) {
-    auto frame = [](const std::string& body) { return be32(uint32_t(body.size())) + body; };
     std::vector<std::string> attacks = {
-        be32(0xffffffffu),                               // oversized length
-        be32(uint32_t(protocol::kMaxFrame + 1)) + "xx",  // just over the cap
-        frame(""),                                       // empty body: no opcode
-        frame("\x09"),                                   // unknown opcode
-        frame(std::string("\x02") + be32(100) + "abc"),  // string longer than the frame
-        frame(std::string("\x02") + be32(1) + "a" + "trailing"),
-        frame(std::string("\x02") + be32(uint32_t(protocol::kMaxKey + 1)) +
-              std::string(protocol::kMaxKey + 1, 'k')),        // key over 4 KiB
-        frame(std::string("\x03") + be32(1) + "b" + be32(0)),  // barrier of 0 ranks
+        be32(0xffffffffu),                                  // oversized length
+        be32(uint32_t(protocol::kMaxFrame + 1)) + "xx",     // just over the cap
+        frame_of(""),                                       // empty body: no opcode
+        frame_of("\x09"),                                   // unknown opcode
+        frame_of(std::string("\x02") + be32(100) + "abc"),  // string longer than the frame
+        frame_of(std::string("\x02") + be32(1) + "a" + "trailing"),
+        frame_of(std::string("\x02") + be32(uint32_t(protocol::kMaxKey + 1)) +
+                 std::string(protocol::kMaxKey + 1, 'k')),        // key over 4 KiB
+        frame_of(std::string("\x03") + be32(1) + "b" + be32(0)),  // barrier of 0 ranks
+        frame_of(std::string("\x04") + be32(1)),                  // truncated hello
+        hello_frame(server.address()),                            // a second hello
     };
     // A stalled half frame and a half-sent header stay open but must not block anybody.
-    net::Fd stalled = raw_connect(server.address());
+    net::Fd stalled = authed_connect(server.address());
     raw_send(stalled.get(), be32(100) + "only part");
-    net::Fd stalled_header = raw_connect(server.address());
+    net::Fd stalled_header = authed_connect(server.address());
     raw_send(stalled_header.get(), std::string("\0\0", 2));
 
-    for (const auto& bytes : attacks) {
-        net::Fd fd = raw_connect(server.address());
-        raw_send(fd.get(), bytes);
-        EXPECT_TRUE(closed_by_server(fd.get(), 1000)) << "attack of " << bytes.size() << " bytes";
-        client.put("alive", "yes");
-        EXPECT_EQ(client.get("alive", 1.0), "yes");
+    for (bool authenticated : {false, true}) {
+        for (const auto& bytes : attacks) {
+            if (!authenticated && bytes == attacks.back()) continue;  // a first hello is fine
+            net::Fd fd =
+                authenticated ? authed_connect(server.address()) : raw_connect(server.address());
+            raw_send(fd.get(), bytes);
+            // Strangers get no answer at all; members get none to a malformed message.
+            EXPECT_TRUE(closed_without_answer(fd.get(), 1000))
+                << "attack of " << bytes.size() << " bytes, authenticated " << authenticated;
+            client.put("alive", "yes");
+            EXPECT_EQ(client.get("alive", 1.0), "yes");
+        }
     }
     // A connection that vanishes while parked is forgotten; the key's later put still works.
     {
-        net::Fd parked = raw_connect(server.address());
-        raw_send(parked.get(), frame(std::string("\x02") + be32(6) + "parked"));
+        net::Fd parked = authed_connect(server.address());
+        raw_send(parked.get(), frame_of(std::string("\x02") + be32(6) + "parked"));
     }
     client.put("parked", "p");
     EXPECT_EQ(client.get("parked", 1.0), "p");
@@ -295,6 +358,209 @@ TEST_F(Kvs, HostileInputClosesOnlyTheOffender) {
         raw_send(many.back().get(), std::string(64, char(i * 37)));
     }
     EXPECT_EQ(client.get("alive", 1.0), "yes");
+}
+
+// A stranger's valid request (no hello first) is not answered: it cannot read or write keys.
+TEST_F(Kvs, StrangerGetsNoAnswer) {
+    client.put("private", "value");
+    for (const auto& req : {protocol::encode({protocol::Op::get, "private", {}, 0}),
+                            protocol::encode({protocol::Op::put, "private", "evil", 0}),
+                            protocol::encode({protocol::Op::barrier, "b", {}, 1})}) {
+        net::Fd fd = raw_connect(server.address());
+        raw_send(fd.get(), req);
+        EXPECT_TRUE(closed_without_answer(fd.get(), 2000));
+    }
+    EXPECT_EQ(client.get("private", 1.0), "value");
+}
+
+TEST_F(Kvs, WrongSecretIsRefused) {
+    KvsAddress a = parse_kvs_address(server.address());
+    Secret wrong = a.secret;
+    wrong[15] ^= 0x01;  // differs in the last bit only
+    std::string wrong_address = format_kvs_address(a.addr, wrong);
+    auto e = error_of([&] { Client c(wrong_address, 2.0); });
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->code(), CCL_ERROR_INVALID_USAGE);
+    std::string what = e->what();
+    EXPECT_NE(what.find("wrong job secret"), std::string::npos) << what;
+    EXPECT_NE(what.find(a.shown), std::string::npos) << what;
+    EXPECT_EQ(what.find(secret_hex(a.secret)), std::string::npos) << what;  // never shown
+    EXPECT_EQ(what.find(secret_hex(wrong)), std::string::npos) << what;
+    // The same for a raw hello: one refusal, then the server closes.
+    net::Fd fd = raw_connect(server.address());
+    raw_send(fd.get(), protocol::encode(protocol::hello_request(wrong)) +
+                           protocol::encode({protocol::Op::get, "alive", {}, 0}));
+    auto reply = read_reply(fd.get(), 2000);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, CCL_ERROR_INVALID_USAGE);
+    EXPECT_TRUE(closed_without_answer(fd.get(), 2000));  // the get after it got nothing
+    // A hello of another protocol version is refused saying so.
+    auto other_version = protocol::hello_request(a.secret);
+    other_version.version = protocol::kVersion + 1;
+    net::Fd fd2 = raw_connect(server.address());
+    raw_send(fd2.get(), protocol::encode(other_version));
+    reply = read_reply(fd2.get(), 2000);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, CCL_ERROR_INVALID_USAGE);
+    EXPECT_NE(reply->payload.find("version"), std::string::npos) << reply->payload;
+    // The job's own clients go on.
+    client.put("still", "served");
+    Client another(server.address(), 2.0);
+    EXPECT_EQ(another.get("still", 1.0), "served");
+}
+
+TEST_F(Kvs, AddressWithoutSecretIsRefused) {
+    std::string shown = shown_address(server.address());
+    for (const std::string& bad :
+         {shown, shown + "/", shown + "/1234", shown + "/" + std::string(32, 'g'),
+          shown + "/" + std::string(33, 'a')}) {
+        auto e = error_of([&] { Client c(bad, 0.5); });
+        ASSERT_TRUE(e) << bad;
+        EXPECT_EQ(e->code(), CCL_ERROR_INVALID_ARGUMENT) << bad;
+        EXPECT_NE(std::string(e->what()).find("secret"), std::string::npos) << e->what();
+    }
+}
+
+TEST_F(Kvs, TruncatedHelloIsClosedAfterTheDeadline) {
+    std::string hello = hello_frame(server.address());
+    net::Fd fd = raw_connect(server.address());
+    raw_send(fd.get(), hello.substr(0, hello.size() - 3));
+    auto start = Clock::now();
+    // Meanwhile the job is served.
+    client.put("k", "v");
+    Client other(server.address(), 2.0);
+    EXPECT_EQ(other.get("k", 1.0), "v");
+    EXPECT_TRUE(closed_without_answer(fd.get(), 10'000));
+    double took = seconds_since(start);
+    EXPECT_GE(took, 4.0);  // the hello deadline is 5 s
+    EXPECT_LT(took, 9.0);
+    // Sending the rest now is too late: the connection is gone.
+}
+
+TEST_F(Kvs, StrangerFloodDoesNotLockOutTheJob) {
+    // More idle strangers than the server keeps waiting: the oldest are closed, and a rank of the
+    // job connecting afterwards still gets in at once.
+    std::vector<net::Fd> strangers;
+    for (int i = 0; i < 300; ++i) strangers.push_back(raw_connect(server.address()));
+    auto start = Clock::now();
+    Client late(server.address(), 3.0);
+    late.put("late", "in");
+    EXPECT_EQ(client.get("late", 1.0), "in");
+    EXPECT_LT(seconds_since(start), 2.0);
+    EXPECT_TRUE(closed_without_answer(strangers.front().get(), 2000));
+}
+
+// Random bytes at a live server: many connections, random lengths and content, valid prefixes
+// followed by garbage, mutated valid messages. The server must neither crash nor hang, and the
+// job's client must be served after every round with its data intact.
+TEST(KvsServer, RandomBytesFromManyConnections) {
+    Server server("lo");
+    Client client(server.address(), 5.0);
+    client.put("before", "kept");
+    uint64_t seed = std::random_device{}();
+    SCOPED_TRACE("seed " + std::to_string(seed));  // to replay a failure
+    std::mt19937_64 rng(seed);
+    auto below = [&](size_t n) { return n ? size_t(rng() % n) : 0; };
+    auto random_bytes = [&](size_t n) {
+        std::string b(n, '\0');
+        for (auto& c : b) c = char(rng());
+        return b;
+    };
+    auto random_length = [&] { return below(2) ? below(64) : below(size_t(1) << (4 + below(14))); };
+    const std::string hello = hello_frame(server.address());
+    const std::string valid = hello + protocol::encode({protocol::Op::put, "k", "v", 0}) +
+                              protocol::encode({protocol::Op::get, "before", {}, 0}) +
+                              protocol::encode({protocol::Op::barrier, "b", {}, 3});
+    constexpr int kRounds = 10, kPerRound = 40;
+    for (int round = 0; round < kRounds; ++round) {
+        std::vector<net::Fd> fds;
+        for (int i = 0; i < kPerRound; ++i) {
+            std::string bytes;
+            switch (below(6)) {
+                case 0: bytes = random_bytes(random_length()); break;
+                case 1: bytes = hello + random_bytes(random_length()); break;
+                case 2:
+                    bytes = valid.substr(0, below(valid.size())) + random_bytes(random_length());
+                    break;
+                case 3:  // a plausible header, then a random body of any length
+                    bytes = be32(uint32_t(below(2) ? below(64) : rng())) +
+                            random_bytes(random_length());
+                    break;
+                case 4: bytes = valid.substr(0, below(valid.size() + 1)); break;
+                default:  // valid messages with a few bytes flipped
+                    bytes = valid;
+                    for (size_t f = 0, n = 1 + below(4); f < n; ++f)
+                        bytes[below(bytes.size())] ^= char(1 + below(255));
+            }
+            net::Fd fd = raw_connect(server.address());
+            // The server may close early: send what it takes, never block, ignore errors.
+            for (size_t sent = 0; sent < bytes.size();) {
+                ssize_t r = send(fd.get(), bytes.data() + sent, bytes.size() - sent,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (r <= 0) break;
+                sent += size_t(r);
+            }
+            if (below(3) == 0) shutdown(fd.get(), SHUT_WR);
+            if (below(2)) fds.push_back(std::move(fd));  // else closed at once
+        }
+        auto start = Clock::now();
+        client.put("round", std::to_string(round));
+        Client fresh(server.address(), 5.0);
+        EXPECT_EQ(fresh.get("round", 2.0), std::to_string(round));
+        EXPECT_EQ(fresh.get("before", 2.0), "kept");
+        EXPECT_LT(seconds_since(start), 3.0) << "round " << round;
+    }
+}
+
+TEST(KvsSecret, ConstantTimeCompare) {
+    Secret a = random_secret(), b = a;
+    EXPECT_TRUE(equal_constant_time(a.data(), b.data(), a.size()));
+    EXPECT_TRUE(equal_constant_time(a.data(), b.data(), 0));
+    for (size_t i = 0; i < a.size(); ++i) {
+        for (uint8_t bit = 1; bit; bit = uint8_t(bit << 1)) {
+            b = a;
+            b[i] ^= bit;
+            EXPECT_FALSE(equal_constant_time(a.data(), b.data(), a.size())) << i << " " << int(bit);
+            // Only the first n bytes count.
+            EXPECT_EQ(equal_constant_time(a.data(), b.data(), i), true);
+        }
+    }
+}
+
+TEST(KvsSecret, HexAndDerive) {
+    Secret s = random_secret();
+    EXPECT_NE(s, random_secret());
+    auto back = parse_secret_hex(secret_hex(s));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, s);
+    EXPECT_EQ(secret_hex(*parse_secret_hex("00112233445566778899AABBCCDDEEFF")),
+              "00112233445566778899aabbccddeeff");
+    for (const char* bad : {"", "0011", "00112233445566778899aabbccddeeffaa",
+                            "00112233445566778899aabbccddeefg", "00112233445566778899aabbccddee f"})
+        EXPECT_FALSE(parse_secret_hex(bad)) << bad;
+    EXPECT_EQ(derive_secret("run-1"), derive_secret("run-1"));
+    EXPECT_NE(derive_secret("run-1"), derive_secret("run-2"));
+    EXPECT_EQ(shown_address("1.2.3.4:5/abc"), "1.2.3.4:5");
+}
+
+TEST(KvsStore, LimitsRefuseWhatWouldPassThem) {
+    Store store(3, 100);
+    auto put = [&](const std::string& k, const std::string& v) {
+        auto out = store.handle(1, {protocol::Op::put, k, v, 0});
+        return out.at(0).reply.status;
+    };
+    EXPECT_EQ(put("a", "1"), CCL_SUCCESS);
+    EXPECT_EQ(put("b", "2"), CCL_SUCCESS);
+    EXPECT_EQ(put("a", std::string(50, 'x')), CCL_SUCCESS);              // overwrite: no new entry
+    EXPECT_EQ(put("c", std::string(60, 'x')), CCL_ERROR_OUT_OF_MEMORY);  // bytes
+    EXPECT_EQ(put("c", "3"), CCL_SUCCESS);
+    EXPECT_EQ(put("d", "4"), CCL_ERROR_OUT_OF_MEMORY);  // entries
+    auto barrier = store.handle(2, {protocol::Op::barrier, "bar", {}, 2});
+    ASSERT_EQ(barrier.size(), 1u);
+    EXPECT_EQ(barrier[0].reply.status, CCL_ERROR_OUT_OF_MEMORY);
+    EXPECT_NE(barrier[0].reply.payload.find("KVS is full"), std::string::npos);
+    EXPECT_EQ(put("a", "short"), CCL_SUCCESS);  // shrinking frees bytes
+    EXPECT_EQ(put("b", std::string(40, 'y')), CCL_SUCCESS);
 }
 
 TEST(KvsServer, DestroyedWhileClientWaits) {

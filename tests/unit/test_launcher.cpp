@@ -17,13 +17,14 @@ using ccl::kvs::Launch;
 using ccl::kvs::Launcher;
 using Env = std::map<std::string, std::string>;
 
-Launch detect(const Env& env, std::optional<Launcher> forced = std::nullopt, int kvs_port = 0) {
+Launch detect(const Env& env, std::optional<Launcher> forced = std::nullopt, int kvs_port = 0,
+              std::optional<ccl::kvs::Secret> kvs_secret = std::nullopt) {
     return ccl::kvs::detect_launch(
         [&](const char* name) -> const char* {
             auto it = env.find(name);
             return it == env.end() ? nullptr : it->second.c_str();
         },
-        {forced, kvs_port});
+        {forced, kvs_port, kvs_secret});
 }
 
 // Detection fails with `code`, and the message holds every one of `words`.
@@ -156,6 +157,45 @@ TEST(Launcher, TorchrunStyle) {
     EXPECT_EQ(l.port, 29501);  // MASTER_PORT + 1
     EXPECT_TRUE(contains(l.why, "MASTER_PORT=29500 + 1")) << l.why;
     EXPECT_EQ(detect(kTorchrun, std::nullopt, 4000).port, 4000);  // CCL_KVS_PORT
+}
+
+// No channel carries a secret under torchrun-style starts: every rank must compute the same one,
+// from CCL_KVS_SECRET, else a TORCHELASTIC_RUN_ID other than torchrun's default "none"; without
+// either the job is said to be unprotected.
+TEST(Launcher, TorchrunJobSecret) {
+    Launch weak = detect(kTorchrun);
+    EXPECT_TRUE(weak.secret_weak);
+    EXPECT_TRUE(contains(weak.why, "NO job secret")) << weak.why;
+    Env none = kTorchrun;
+    none["TORCHELASTIC_RUN_ID"] = "none";
+    EXPECT_TRUE(detect(none).secret_weak);
+
+    Env run = kTorchrun;
+    run["TORCHELASTIC_RUN_ID"] = "3f2b9c1e-uuid";
+    Launch a = detect(run), b = detect(run);
+    EXPECT_FALSE(a.secret_weak);
+    EXPECT_EQ(a.secret, b.secret);  // every rank alike
+    EXPECT_NE(a.secret, weak.secret);
+    EXPECT_TRUE(contains(a.why, "TORCHELASTIC_RUN_ID")) << a.why;
+    run["TORCHELASTIC_RUN_ID"] = "another-run";
+    EXPECT_NE(detect(run).secret, a.secret);
+
+    auto given = ccl::kvs::parse_secret_hex("000102030405060708090a0b0c0d0e0f");
+    Launch c = detect(run, std::nullopt, 0, given);  // CCL_KVS_SECRET wins
+    EXPECT_FALSE(c.secret_weak);
+    EXPECT_EQ(c.secret, *given);
+    EXPECT_TRUE(contains(c.why, "CCL_KVS_SECRET")) << c.why;
+    EXPECT_FALSE(contains(c.why, "000102")) << c.why;  // never shown
+}
+
+TEST(Launcher, CclrunAddressSecretNotShown) {
+    Env env = {{"CCL_RANK", "0"},
+               {"CCL_SIZE", "2"},
+               {"CCL_KVS_ADDRESS", "10.0.0.1:5/000102030405060708090a0b0c0d0e0f"}};
+    Launch l = detect(env);
+    EXPECT_EQ(l.address, "10.0.0.1:5/000102030405060708090a0b0c0d0e0f");
+    EXPECT_TRUE(contains(l.why, "10.0.0.1:5")) << l.why;
+    EXPECT_FALSE(contains(l.why, "000102")) << l.why;
 }
 
 TEST(Launcher, TorchrunLocalVariablesOptional) {

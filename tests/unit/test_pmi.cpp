@@ -345,6 +345,33 @@ TEST(Rendezvous, AtMasterAddress) {
     expect_one_kvs(ranks);
 }
 
+// A rank whose secret differs (say CCL_KVS_SECRET set differently, or a stale script) is refused
+// by rank 0's KVS at once, saying so, while the ranks that agree meet.
+TEST(Rendezvous, AtMasterAddressWrongSecret) {
+    int port = free_port();
+    auto l0 = launch_of(0, 2, ccl::kvs::AddressVia::master);
+    l0.address = "127.0.0.1";
+    l0.port = port;
+    l0.secret = ccl::kvs::random_secret();
+    ccl::kvs::Rendezvous rank0(l0, "", 10);
+    auto l1 = l0;
+    l1.rank = 1;
+    l1.secret = ccl::kvs::random_secret();
+    auto t0 = Clock::now();
+    try {
+        ccl::kvs::Rendezvous rv(l1, "", 10);
+        ADD_FAILURE() << "joined with another job's secret";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_INVALID_USAGE) << e.what();
+        EXPECT_TRUE(contains(e.what(), "wrong job secret")) << e.what();
+    }
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));  // not at the timeout
+    l1.secret = l0.secret;
+    ccl::kvs::Rendezvous good(l1, "", 10);
+    good.client().put("k", "v");
+    EXPECT_EQ(rank0.client().get("k", 5), "v");
+}
+
 TEST(Rendezvous, MasterPortInUse) {
     Fd held(socket(AF_INET, SOCK_STREAM, 0));
     sockaddr_in a{};

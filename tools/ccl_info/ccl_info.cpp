@@ -45,6 +45,7 @@ std::string settings(const ccl::Config& c) {
            line("CCL_KVS_IFACE", c.kvs_iface.empty() ? "(unset: default route)" : c.kvs_iface) +
            line("CCL_KVS_PORT",
                 c.kvs_port ? std::to_string(c.kvs_port) : "(unset: MASTER_PORT + 1)") +
+           line("CCL_KVS_SECRET", c.kvs_secret ? "(set, not shown)" : "(unset)") +
            line("CCL_PROCESS_LAUNCHER",
                 c.process_launcher ? ccl::kvs::launcher_name(*c.process_launcher) : "auto") +
            line("CCL_SHM_BUFFER_SIZE", std::to_string(c.shm_buffer_size)) +

@@ -5,7 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <string>
 
 namespace ccl::shm {
 
@@ -24,6 +29,23 @@ WaitPolicy wait_policy(int local_ranks) {
     static const int cpus = usable_cpus();
     if (local_ranks <= cpus) return {4000, 200};
     return {64, 50};
+}
+
+bool process_alive(int pid) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold anything).
+    char buf[512];
+    std::string path = "/proc/" + std::to_string(pid) + "/stat";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) return errno != ENOENT;
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    std::string stat(buf);
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) return true;
+    char state = stat[close + 2];
+    return state != 'Z' && state != 'X';
 }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {

@@ -201,8 +201,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     }
 }
 
-void Communicator::check_broken() {
+void Communicator::check_broken(bool peers) {
     if (!is_broken_.load(std::memory_order_acquire)) {
+        if (!peers) return;
         // A peer that failed (or aborted) said so in shared memory: fail now rather than at the
         // first wait, which calls that need not wait (a send, a receive already posted) never do.
         std::string message;
@@ -218,7 +219,7 @@ void Communicator::check_broken() {
 
 std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& sig,
                                                            const CallOptions& opts) {
-    check_broken();
+    check_broken(false);  // run() or start() looks at the peers
     if (opts.to_cache) {
         if (auto cached = schedule_cache().find(opts.match_id, id_, sig)) return cached;
     } else {
@@ -304,7 +305,7 @@ void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& 
 
 void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
                          std::vector<std::shared_ptr<Request>> reqs) {
-    check_broken();
+    check_broken(schedule->sig.coll == CollType::send);
     if (schedule->sig.coll == CollType::send) {  // never queues (see run)
         ccl_result_t code = CCL_SUCCESS;
         std::string message;

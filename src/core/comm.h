@@ -83,8 +83,10 @@ public:
     // Returns once none of this communicator's work is queued or running.
     void wait_idle();
 
-    // Throws if an earlier failure broke the communicator.
-    void check_broken();
+    // Throws if an earlier failure broke the communicator. With `peers`, also if another rank
+    // reported a failure in shared memory (blocking calls and sends: a nonblocking call finds it
+    // at its first step and reports it through its request, as nonblocking calls do).
+    void check_broken(bool peers = true);
 
     // ccl_comm_abort, from any thread: breaks the communicator with CCL_ERROR_ABORTED, makes
     // every pending wait of this rank fail with it (its peers' with CCL_ERROR_PEER_FAILURE) and

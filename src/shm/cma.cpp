@@ -3,8 +3,10 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -30,8 +32,13 @@ void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remot
         }
         if (n < 0 && errno == EINTR) continue;
         int err = n < 0 ? errno : EFAULT;
-        // A peer that is exiting (killed mid-transfer) gives EFAULT rather than ESRCH.
-        const bool dead = err == ESRCH || !process_alive(pid);
+        // A peer that is exiting (killed mid-transfer) gives EFAULT rather than ESRCH; give
+        // its exit a moment to show before calling the failure a system error.
+        bool dead = err == ESRCH || !process_alive(pid);
+        for (int i = 0; !dead && err == EFAULT && i < 20; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            dead = !process_alive(pid);
+        }
         throw Error(dead ? CCL_ERROR_PEER_FAILURE : CCL_ERROR_SYSTEM,
                     std::string(what) + " of " + std::to_string(bytes) + " bytes with pid " +
                         std::to_string(pid) + " failed: " + std::strerror(err) +

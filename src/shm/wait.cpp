@@ -45,7 +45,16 @@ bool process_alive(int pid) {
     size_t close = stat.rfind(')');
     if (close == std::string::npos || close + 2 >= stat.size()) return true;
     char state = stat[close + 2];
-    return state != 'Z' && state != 'X';
+    if (state == 'Z' || state == 'X') return false;
+    // Field 9, the kernel's task flags: PF_EXITING (0x4) is set from the start of exit, before
+    // the memory goes (a peer read then fails with EFAULT) and long before the zombie.
+    int ppid, pgrp, session, tty, tpgid;
+    unsigned flags = 0;
+    if (std::sscanf(stat.c_str() + close + 3, "%d %d %d %d %d %u", &ppid, &pgrp, &session, &tty,
+                    &tpgid, &flags) == 6 &&
+        (flags & 0x4u))
+        return false;
+    return true;
 }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {

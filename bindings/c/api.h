@@ -16,6 +16,8 @@ namespace ccl::capi {
 // Records `message` as this thread's last error (prefixed with the function name) and returns code.
 ccl_result_t fail(const char* fn, ccl_result_t code, const std::string& message);
 const char* last_error_cstr();
+// Sets this thread's last-error message without logging it (a state reported, not a failure).
+void set_last_error(const char* fn, const std::string& message);
 
 // Runs `body` and turns whatever it throws into a result code plus last-error message: nothing
 // escapes into the caller's C code.

@@ -118,4 +118,18 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t comm) {
     });
 }
 
+ccl_result_t ccl_comm_abort(ccl_comm_t comm) {
+    return guarded(__func__, [&] { comm_table().get(comm, "communicator")->abort(); });
+}
+
+ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t* result) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        require_out(result, "result");
+        std::string message;
+        *result = c->async_error(&message);
+        if (*result != CCL_SUCCESS) set_last_error(__func__, message);
+    });
+}
+
 }  // extern "C"

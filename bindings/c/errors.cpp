@@ -23,6 +23,10 @@ ccl_result_t fail(const char* fn, ccl_result_t code, const std::string& message)
 
 const char* last_error_cstr() { return last_error.c_str(); }
 
+void set_last_error(const char* fn, const std::string& message) {
+    last_error = std::string(fn) + ": " + message;
+}
+
 }  // namespace ccl::capi
 
 extern "C" {

@@ -13,6 +13,8 @@
  *   - A KVS handle may be shared between threads.
  *   - A communicator is used by one thread at a time (its collectives and its destruction);
  *     different communicators may be used at the same time from different threads.
+ *     ccl_comm_abort and ccl_comm_get_async_error are the exceptions: any thread, any time
+ *     before ccl_comm_destroy.
  *   - Communicators created over one KVS are told apart by their order of creation: create them in
  *     the same order on every rank, one at a time within a process.
  *   - A request is waited on, tested or freed by one thread at a time; different requests may be
@@ -162,6 +164,30 @@ CCL_API ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm);
 CCL_API ccl_result_t ccl_comm_rank(ccl_comm_t comm, int* rank);
 CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
+
+/*
+ * Failure handling (NCCL's ncclCommAbort / ncclCommGetAsyncError).
+ *
+ * ccl_comm_abort may be called from any thread at any time, also while another thread is inside
+ * a call on `comm` (e.g. from a watchdog that gave up on it). Every operation of this rank on
+ * `comm` that is waiting, queued for a progress worker or issued later fails with
+ * CCL_ERROR_ABORTED: blocking calls return it, requests complete with it (ccl_wait / ccl_test
+ * report it), within a few milliseconds. Operations that completed before keep their result.
+ * The peers' pending and later operations on this communicator fail with CCL_ERROR_PEER_FAILURE
+ * (they learn it through shared memory, at once). The shared-memory names this rank still held
+ * for the communicator are removed when it is destroyed. The handle stays valid: the
+ * communicator must still be destroyed with ccl_comm_destroy (which then returns promptly),
+ * and its requests freed. Aborting twice is harmless.
+ */
+CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm);
+/*
+ * Sets *result to CCL_SUCCESS while `comm` is healthy, else to the error that broke it: a
+ * failure a progress worker met running nonblocking work, a failed blocking call, an abort
+ * (CCL_ERROR_ABORTED), or a failure another rank reported (CCL_ERROR_PEER_FAILURE, ...). Never
+ * waits; any thread, any time. When *result is an error, ccl_last_error() describes it. Returns
+ * CCL_SUCCESS unless its arguments are bad.
+ */
+CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t* result);
 
 /*
  * Splits a communicator (MPI_Comm_split semantics). Collective over `comm`: every rank calls it.

@@ -208,8 +208,17 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     }
 }
 
-void Communicator::check_broken() {
-    if (!is_broken_.load(std::memory_order_acquire)) return;
+void Communicator::check_broken(bool peers) {
+    if (!is_broken_.load(std::memory_order_acquire)) {
+        if (!peers) return;
+        // A peer that failed (or aborted) said so in shared memory: fail now rather than at the
+        // first wait, which calls that need not wait (a send, a receive already posted) never do.
+        std::string message;
+        ccl_result_t code = arena_->peer_failure(&message);
+        if (code == CCL_SUCCESS) return;
+        arena_->mark_failed(code);
+        note_failure(Error(code, message));
+    }
     std::lock_guard<std::mutex> lock(mu_);
     throw Error(broken_->code(),
                 std::string("communicator is broken by an earlier failure: ") + broken_->what());
@@ -217,7 +226,7 @@ void Communicator::check_broken() {
 
 std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& sig,
                                                            const CallOptions& opts) {
-    check_broken();
+    check_broken(false);  // run() or start() looks at the peers
     if (opts.to_cache) {
         if (auto cached = schedule_cache().find(opts.match_id, id_, sig)) return cached;
     } else {
@@ -238,11 +247,40 @@ std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& 
 }
 
 void Communicator::note_failure(const Error& e) {
+    // A dead peer seen outside the arena's waits (a single-copy transfer) or a wait that timed
+    // out leaves the ranks out of step like a failed wait: make the peers see it too.
+    if (e.code() == CCL_ERROR_PEER_FAILURE || e.code() == CCL_ERROR_TIMEOUT ||
+        e.code() == CCL_ERROR_ABORTED)
+        arena_->mark_failed(e.code());
     // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
     if (!arena_->failed()) return;
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_) broken_ = e;
     is_broken_.store(true, std::memory_order_release);
+}
+
+void Communicator::abort() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        // An abort overrides an earlier failure: every later call says it was aborted.
+        broken_ = Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
+        is_broken_.store(true, std::memory_order_release);
+    }
+    arena_->abort();
+    mailbox_->wake_all();
+    log().info("rank {}/{}: communicator aborted", rank_, size_);
+}
+
+ccl_result_t Communicator::async_error(std::string* message) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (broken_) {
+            if (message) *message = broken_->what();
+            return broken_->code();
+        }
+    }
+    // No call of this rank failed yet, but a peer may have said that it did.
+    return arena_->peer_failure(message);
 }
 
 void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
@@ -274,7 +312,7 @@ void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& 
 
 void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
                          std::vector<std::shared_ptr<Request>> reqs) {
-    check_broken();
+    check_broken(schedule->sig.coll == CollType::send);
     if (schedule->sig.coll == CollType::send) {  // never queues (see run)
         ccl_result_t code = CCL_SUCCESS;
         std::string message;

@@ -83,8 +83,19 @@ public:
     // Returns once none of this communicator's work is queued or running.
     void wait_idle();
 
-    // Throws if an earlier failure broke the communicator.
-    void check_broken();
+    // Throws if an earlier failure broke the communicator. With `peers`, also if another rank
+    // reported a failure in shared memory (blocking calls and sends: a nonblocking call finds it
+    // at its first step and reports it through its request, as nonblocking calls do).
+    void check_broken(bool peers = true);
+
+    // ccl_comm_abort, from any thread: breaks the communicator with CCL_ERROR_ABORTED, makes
+    // every pending wait of this rank fail with it (its peers' with CCL_ERROR_PEER_FAILURE) and
+    // removes the names of this rank's unreceived messages. Idempotent.
+    void abort();
+    // ccl_comm_get_async_error, from any thread: the error that broke the communicator (seen by
+    // a progress worker, a blocking call or abort on this rank, or reported by a peer through
+    // shared memory), or CCL_SUCCESS. `message` gets its description.
+    ccl_result_t async_error(std::string* message);
 
 private:
     void execute_now(const Schedule& schedule, const Buffers& bufs);

@@ -93,7 +93,10 @@ Arena::Flag& Arena::flag(int r) const {
 }
 
 void Arena::begin_round(uint32_t signature) {
-    if (failed()) throw Error(CCL_ERROR_INTERNAL, "arena used after a failure");
+    check_aborted();
+    if (failed())
+        throw Error(failure_code(), std::string("communicator failed earlier (") +
+                                        result_name(failure_code()) + ")");
     check_peers_failed();
     ++round_;
     signature_ = signature;
@@ -160,6 +163,7 @@ Arena::Flags Arena::all_ready() {
 }
 
 bool Arena::test_word(Word w, uint32_t target, WaitClock& clock) {
+    check_aborted();  // before the value: an aborted call stops even if its peers go on
     if (reached(w.value->load(std::memory_order_acquire), target)) return true;
     check_peers_failed();
     auto now = std::chrono::steady_clock::now();
@@ -177,7 +181,7 @@ bool Arena::test_word(Word w, uint32_t target, WaitClock& clock) {
     if (now >= clock.next_liveness) {
         clock.next_liveness = now + kLivenessPeriod;
         int32_t p = pid(w.owner).load(std::memory_order_acquire);
-        if (p > 0 && ::kill(p, 0) != 0 && errno == ESRCH)
+        if (p > 0 && !process_alive(p))
             fail(CCL_ERROR_PEER_FAILURE, who + " (pid " + std::to_string(p) + ") died");
     }
     return false;
@@ -230,19 +234,49 @@ void Arena::Flags::await_resume() {
     arena_.known_done_ = std::max(arena_.known_done_, implies_done_);
 }
 
-void Arena::check_peers_failed() {
-    if (uint64_t f = header()->failed.load(std::memory_order_acquire); f != 0) {
-        auto code = ccl_result_t(f >> 32);
-        fail(code, "rank " + std::to_string(uint32_t(f) - 1) +
-                       " of this communicator failed first (" + result_name(code) + ")");
-    }
+void Arena::check_aborted() {
+    if (aborted()) throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
 }
 
-void Arena::fail(ccl_result_t code, const std::string& message) {
+ccl_result_t Arena::peer_failure(std::string* message) const {
+    uint64_t f = header()->failed.load(std::memory_order_acquire);
+    const int who = int(uint32_t(f) - 1);
+    if (f == 0 || who == rank_) return CCL_SUCCESS;
+    // A peer's abort is, seen from here, a peer that gave up.
+    const auto code = ccl_result_t(f >> 32);
+    if (message)
+        *message =
+            "rank " + std::to_string(who) +
+            (code == CCL_ERROR_ABORTED
+                 ? std::string(" aborted the communicator (ccl_comm_abort)")
+                 : std::string(" of this communicator failed first (") + result_name(code) + ")");
+    return code == CCL_ERROR_ABORTED ? CCL_ERROR_PEER_FAILURE : code;
+}
+
+void Arena::check_peers_failed() {
+    std::string message;
+    if (ccl_result_t code = peer_failure(&message); code != CCL_SUCCESS) fail(code, message);
+}
+
+void Arena::mark_failed(ccl_result_t code) noexcept {
+    int expected_code = CCL_SUCCESS;
+    failure_code_.compare_exchange_strong(expected_code, code);
     failed_.store(true, std::memory_order_release);
     uint64_t expected = 0;
     header()->failed.compare_exchange_strong(expected, uint64_t(code) << 32 | uint32_t(rank_ + 1));
+}
+
+void Arena::fail(ccl_result_t code, const std::string& message) {
+    mark_failed(code);
     throw Error(code, message);
+}
+
+void Arena::abort() noexcept {
+    aborted_.store(true, std::memory_order_seq_cst);
+    mark_failed(CCL_ERROR_ABORTED);
+    // Sleepers re-check at their next wake (a futex sleep lasts at most kMaxSleep anyway): wake
+    // them now, in this process and the peers, which then see the failed header.
+    for (int r = 0; r < nranks_; ++r) futex_wake_all(flag_word(r).value);
 }
 
 }  // namespace ccl::shm

@@ -63,9 +63,23 @@ public:
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
     bool failed() const { return failed_.load(std::memory_order_acquire); }
+    // The code of this rank's first failure (CCL_SUCCESS while not failed).
+    ccl_result_t failure_code() const { return ccl_result_t(failure_code_.load()); }
     // Marks the arena failed (for every rank) and throws: for algorithms that find ranks
     // disagreeing on a call.
     [[noreturn]] void fail(ccl_result_t code, const std::string& message);
+    // The same without throwing: for failures found outside the arena's waits (a dead peer seen
+    // by a single-copy transfer).
+    void mark_failed(ccl_result_t code) noexcept;
+    // ccl_comm_abort, from any thread: every wait of this rank (blocking or a worker's) throws
+    // CCL_ERROR_ABORTED at its next check, and the peers learn that this rank gave up (they fail
+    // with CCL_ERROR_PEER_FAILURE). Wakes every sleeper on this arena's flags, here and in the
+    // peers, so that nobody waits for a futex timeout.
+    void abort() noexcept;
+    bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+    // A failure another rank reported through the shared header (CCL_SUCCESS if none), with a
+    // description: what ccl_comm_get_async_error sees of the peers.
+    ccl_result_t peer_failure(std::string* message) const;
 
     // A counter in shared memory that rank `owner` advances, with the count of ranks asleep on it;
     // the mailbox waits on these. Any thread may wait on one (each its own Watch).
@@ -102,6 +116,7 @@ private:
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
     static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed();  // throws if another rank marked the arena failed
+    void check_aborted();       // throws CCL_ERROR_ABORTED after abort()
     void check_signature(int r, uint32_t seen);
 
     Segment seg_;
@@ -116,6 +131,8 @@ private:
     uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
     std::atomic<bool> failed_{false};
+    std::atomic<int> failure_code_{CCL_SUCCESS};
+    std::atomic<bool> aborted_{false};  // set by abort(), from any thread
 };
 
 // Waits until every rank in [first, last] but this one has its flag at `target`; once satisfied,

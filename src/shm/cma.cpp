@@ -3,11 +3,14 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "shm/wait.h"
 
 namespace ccl::shm {
 
@@ -29,9 +32,17 @@ void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remot
         }
         if (n < 0 && errno == EINTR) continue;
         int err = n < 0 ? errno : EFAULT;
-        throw Error(err == ESRCH ? CCL_ERROR_PEER_FAILURE : CCL_ERROR_SYSTEM,
+        // A peer that is exiting (killed mid-transfer) gives EFAULT rather than ESRCH; give
+        // its exit a moment to show before calling the failure a system error.
+        bool dead = err == ESRCH || !process_alive(pid);
+        for (int i = 0; !dead && err == EFAULT && i < 20; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            dead = !process_alive(pid);
+        }
+        throw Error(dead ? CCL_ERROR_PEER_FAILURE : CCL_ERROR_SYSTEM,
                     std::string(what) + " of " + std::to_string(bytes) + " bytes with pid " +
-                        std::to_string(pid) + " failed: " + std::strerror(err));
+                        std::to_string(pid) + " failed: " + std::strerror(err) +
+                        (dead ? " (that rank died)" : ""));
     }
 }
 

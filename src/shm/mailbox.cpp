@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "shm/cma.h"
+#include "shm/wait.h"
 
 namespace ccl::shm {
 
@@ -64,21 +65,42 @@ Mailbox::Mailbox(Segment seg, std::string prefix, Arena& arena)
 
 Mailbox::~Mailbox() {
     const int me = arena_.rank(), n = arena_.nranks();
+    const bool failed = arena_.failed() || arena_.peer_failure(nullptr) != CCL_SUCCESS;
     for (int peer = 0; peer < n; ++peer) {
-        // Outgoing: keep the names the receiver may still open.
+        // Outgoing: keep the names the receiver may still open, unless it never will.
         Outbox& out = out_[size_t(peer)];
-        forget_received(out, channel(me, peer).tail.load(std::memory_order_acquire));
-        for (const Piece& p : out.unreceived)
-            if (p.gen == out.gen) out.data.disown();
-        for (auto& [seg, head] : out.retired) seg.disown();  // not all received yet
+        if (!failed) {
+            forget_received(out, channel(me, peer).tail.load(std::memory_order_acquire));
+            for (const Piece& p : out.unreceived)
+                if (p.gen == out.gen) out.data.disown();
+            for (auto& [seg, head] : out.retired) seg.disown();  // not all received yet
+        }
         // Incoming: remove the names of sent messages this rank never received.
         Channel& in = channel(peer, me);
         uint32_t head = in.head.load(std::memory_order_acquire);
+        uint32_t last_gen = in_[size_t(peer)].gen;
         for (uint32_t t = in.tail.load(std::memory_order_relaxed); before(t, head); ++t) {
             const Desc& d = in.ring[t % kSlots];
+            last_gen = std::max(last_gen, d.gen);
             if (d.bytes > 0 && d.offset != kWritten) Segment::remove(data_name(peer, me, d.gen));
         }
+        // A peer killed between creating a data segment and posting into it left a name that
+        // only this rank can know: the generation after the last it posted.
+        if (failed && peer != me) {
+            const int32_t pid = arena_.peer_pid(peer);
+            if (pid > 0 && !process_alive(pid)) Segment::remove(data_name(peer, me, last_gen + 1));
+        }
     }
+}
+
+void Mailbox::wake_all() noexcept {
+    const int n = arena_.nranks();
+    for (int from = 0; from < n; ++from)
+        for (int to = 0; to < n; ++to) {
+            Channel& ch = channel(from, to);
+            futex_wake_all(&ch.head);
+            futex_wake_all(&ch.tail);
+        }
 }
 
 Mailbox::Channel& Mailbox::channel(int from, int to) const {

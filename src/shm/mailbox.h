@@ -33,12 +33,18 @@ public:
     Mailbox(Segment seg, std::string prefix, Arena& arena);
     // Names of data segments holding messages not yet received stay for the receiver, which
     // removes them when it receives, or at its own destruction. (A message sent to a rank that
-    // has already destroyed the communicator leaves its segment in /dev/shm.)
+    // has already destroyed the communicator leaves its segment in /dev/shm.) Once the arena has
+    // failed (a dead peer, a timeout, an abort) nobody receives any more: every name this rank
+    // created goes, and so does the next data segment of each dead peer, which it may have
+    // created before it could post it.
     ~Mailbox();
     Mailbox(const Mailbox&) = delete;
     Mailbox& operator=(const Mailbox&) = delete;
 
     Segment& segment() { return seg_; }
+    // Wakes whoever sleeps on this communicator's channels (ccl_comm_abort): they re-check the
+    // arena and fail. Any thread.
+    void wake_all() noexcept;
 
     // `sig` identifies count and datatype: a receive expecting another fails with
     // CCL_ERROR_INVALID_USAGE (the message is consumed). Sends come from one thread at a time,

@@ -5,7 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <string>
 
 namespace ccl::shm {
 
@@ -24,6 +29,32 @@ WaitPolicy wait_policy(int local_ranks) {
     static const int cpus = usable_cpus();
     if (local_ranks <= cpus) return {4000, 200};
     return {64, 50};
+}
+
+bool process_alive(int pid) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold anything).
+    char buf[512];
+    std::string path = "/proc/" + std::to_string(pid) + "/stat";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) return errno != ENOENT;
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    std::string stat(buf);
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) return true;
+    char state = stat[close + 2];
+    if (state == 'Z' || state == 'X') return false;
+    // Field 9, the kernel's task flags: PF_EXITING (0x4) is set from the start of exit, before
+    // the memory goes (a peer read then fails with EFAULT) and long before the zombie.
+    int ppid, pgrp, session, tty, tpgid;
+    unsigned flags = 0;
+    if (std::sscanf(stat.c_str() + close + 3, "%d %d %d %d %d %u", &ppid, &pgrp, &session, &tty,
+                    &tpgid, &flags) == 6 &&
+        (flags & 0x4u))
+        return false;
+    return true;
 }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {

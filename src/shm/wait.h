@@ -20,6 +20,10 @@ WaitPolicy wait_policy(int local_ranks);
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout);
 void futex_wake_all(std::atomic<uint32_t>* word);
 
+// Whether process `pid` still runs: false once it is gone or a zombie (dead, not yet reaped by its
+// parent: a launcher that is slow to reap must not hide a dead peer).
+bool process_alive(int pid);
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

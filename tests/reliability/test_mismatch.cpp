@@ -1,0 +1,143 @@
+// One rank calls a different collective, count, datatype, reduction or root than its peers: every
+// rank gets an error (never a result computed from mismatched data), promptly (well before
+// CCL_TIMEOUT), and the communicator is broken on every rank. Each case runs on a communicator of
+// its own.
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../mpi/common.h"
+
+using namespace test;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A collective call with everything that can disagree.
+struct Call {
+    std::string coll;
+    size_t count;
+    ccl_datatype_t dtype;
+    ccl_reduction_t op;
+    int root;
+};
+
+std::vector<double>& buf_a() {
+    static std::vector<double> a;
+    return a;
+}
+
+ccl_result_t issue(const Call& k, ccl_comm_t c) {
+    // Room for the largest call below at every size (alltoall: size * count elements of 8 bytes);
+    // every byte of this rank's input is rank + 1.
+    std::vector<double>& a = buf_a();
+    static std::vector<double> b;
+    a.assign(size_t(g_size) * (k.count + 1) + 64, 0.0);
+    std::memset(a.data(), g_rank + 1, a.size() * sizeof(double));
+    b.assign(a.size(), 0.0);
+    if (k.coll == "allreduce")
+        return ccl_allreduce(a.data(), b.data(), k.count, k.dtype, k.op, c, nullptr, nullptr);
+    if (k.coll == "broadcast")
+        return ccl_broadcast(a.data(), k.count, k.dtype, k.root, c, nullptr, nullptr);
+    if (k.coll == "reduce")
+        return ccl_reduce(a.data(), b.data(), k.count, k.dtype, k.op, k.root, c, nullptr, nullptr);
+    if (k.coll == "allgather")
+        return ccl_allgather(a.data(), b.data(), k.count, k.dtype, c, nullptr, nullptr);
+    if (k.coll == "reduce_scatter")
+        return ccl_reduce_scatter(a.data(), b.data(), k.count, k.dtype, k.op, c, nullptr, nullptr);
+    if (k.coll == "alltoall")
+        return ccl_alltoall(a.data(), b.data(), k.count, k.dtype, c, nullptr, nullptr);
+    if (k.coll == "barrier") return ccl_barrier(c, nullptr);
+    ADD_FAILURE() << "unknown collective " << k.coll;
+    return CCL_ERROR_INTERNAL;
+}
+
+// The last rank calls `odd`, the others `usual`. Strict: every rank's call fails (each reads
+// every other rank's data, or waits for it). Otherwise (a disagreement on the root of a reduce or
+// broadcast) a rank whose part never touches the odd rank's data may complete it: a non-root of
+// a reduce (it has no result), a broadcast's root, or a broadcast non-root that read its root's
+// data, which must then be right. In both cases the communicator is broken on every rank: the
+// next call fails everywhere.
+void expect_error_everywhere(const Call& usual, const Call& odd, const char* what,
+                             bool strict = true) {
+    if (g_size < 2) GTEST_SKIP() << "needs two ranks";
+    ccl_comm_t c = nullptr;
+    CCL_OK(ccl_comm_create_from_env(&c));
+    const Call& mine = g_rank == g_size - 1 ? odd : usual;
+    auto t = Clock::now();
+    ccl_result_t r = issue(mine, c);
+    double took = std::chrono::duration<double>(Clock::now() - t).count();
+    if (strict || r != CCL_SUCCESS) {
+        EXPECT_EQ(r, CCL_ERROR_INVALID_USAGE) << what << ": rank " << g_rank << " got \""
+                                              << ccl_strerror(r) << "\": " << ccl_last_error();
+    } else if (mine.coll == "reduce") {
+        EXPECT_NE(mine.root, g_rank) << what << ": the root of a mismatched reduce succeeded";
+    } else if (mine.coll == "broadcast" && mine.root != g_rank) {
+        // What the root this rank named sent (issue() fills byte by byte with rank + 1).
+        const auto* got = reinterpret_cast<const unsigned char*>(buf_a().data());
+        size_t bad = 0;
+        for (size_t i = 0; i < mine.count * 4; ++i) bad += got[i] != (unsigned char)(mine.root + 1);
+        EXPECT_EQ(bad, 0u) << what << ": a broadcast that succeeded holds wrong data";
+    }
+    // Found by the protocol, not by a deadline.
+    EXPECT_LT(took, 5.0) << what;
+    // Broken for good, on every rank, once any rank saw the mismatch. (Two ranks that both take
+    // themselves for a broadcast's root read nothing from anyone: nothing to see, nothing wrong.)
+    int32_t seen = r != CCL_SUCCESS, any = 0;
+    CCL_OK(ccl_allreduce(&seen, &any, 1, CCL_INT32, CCL_MAX, g_comm, nullptr, nullptr));
+    if (strict) {
+        EXPECT_EQ(any, 1) << what;
+    }
+    if (any) {
+        ccl_result_t again = ccl_barrier(c, nullptr);
+        EXPECT_NE(again, CCL_SUCCESS) << what;
+        ccl_result_t async = CCL_SUCCESS;
+        CCL_OK(ccl_comm_get_async_error(c, &async));
+        EXPECT_NE(async, CCL_SUCCESS) << what;
+    }
+    CCL_OK(ccl_comm_destroy(c));
+    expect_comm_still_works();
+}
+
+const Call kAllreduce{"allreduce", 1000, CCL_FLOAT32, CCL_SUM, 0};
+
+TEST(Mismatch, Collective) {
+    expect_error_everywhere(kAllreduce, {"broadcast", 1000, CCL_FLOAT32, CCL_SUM, 0}, "coll");
+    expect_error_everywhere(kAllreduce, {"barrier", 0, CCL_FLOAT32, CCL_SUM, 0}, "barrier");
+    expect_error_everywhere({"allgather", 100, CCL_INT32, CCL_SUM, 0},
+                            {"alltoall", 100, CCL_INT32, CCL_SUM, 0}, "allgather/alltoall");
+    expect_error_everywhere({"reduce_scatter", 100, CCL_INT32, CCL_SUM, 0},
+                            {"allreduce", 100, CCL_INT32, CCL_SUM, 0}, "reduce_scatter/allreduce");
+}
+
+TEST(Mismatch, Count) {
+    expect_error_everywhere(kAllreduce, {"allreduce", 999, CCL_FLOAT32, CCL_SUM, 0}, "count");
+    // Small against large (another algorithm and number of rounds).
+    expect_error_everywhere(kAllreduce, {"allreduce", 1 << 20, CCL_FLOAT32, CCL_SUM, 0},
+                            "count, large");
+    expect_error_everywhere({"broadcast", 1 << 20, CCL_FLOAT32, CCL_SUM, 0},
+                            {"broadcast", 100, CCL_FLOAT32, CCL_SUM, 0}, "broadcast count");
+    expect_error_everywhere({"allgather", 64, CCL_INT8, CCL_SUM, 0},
+                            {"allgather", 65, CCL_INT8, CCL_SUM, 0}, "allgather count");
+}
+
+TEST(Mismatch, Datatype) {
+    // Same element size: only the signature tells them apart.
+    expect_error_everywhere(kAllreduce, {"allreduce", 1000, CCL_INT32, CCL_SUM, 0}, "dtype");
+    expect_error_everywhere(kAllreduce, {"allreduce", 1000, CCL_FLOAT64, CCL_SUM, 0}, "dtype 64");
+    expect_error_everywhere({"alltoall", 100, CCL_UINT16, CCL_SUM, 0},
+                            {"alltoall", 100, CCL_FLOAT16, CCL_SUM, 0}, "alltoall dtype");
+}
+
+TEST(Mismatch, ReductionAndRoot) {
+    expect_error_everywhere(kAllreduce, {"allreduce", 1000, CCL_FLOAT32, CCL_MAX, 0}, "op");
+    expect_error_everywhere({"broadcast", 1000, CCL_FLOAT32, CCL_SUM, 0},
+                            {"broadcast", 1000, CCL_FLOAT32, CCL_SUM, 1}, "root", false);
+    expect_error_everywhere({"reduce", 1000, CCL_FLOAT32, CCL_SUM, 0},
+                            {"reduce", 1000, CCL_FLOAT32, CCL_SUM, 1}, "reduce root", false);
+}
+
+}  // namespace

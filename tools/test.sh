@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds ccl and runs every test: the regular build, then the same
 # tests under ASan+UBSan, then the threaded tests (KVS, arena, cache, workers, requests, groups,
-# threads, split communicators, point to point, the PMI and rendezvous clients) under TSan.
+# threads, split communicators, point to point, the PMI and rendezvous clients, abort) under TSan.
 # Usage: tools/test.sh [--quick]   (--quick: the regular build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +30,6 @@ if [ $quick -eq 0 ]; then
     suite build-asan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=address" all ""
     export TSAN_OPTIONS=halt_on_error=1
     suite build-tsan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=thread" \
-        "ccl_unit_tests cclrun test_nonblocking test_groups test_threads test_split test_p2p" \
-        "-R Kvs|Arena|ScheduleCache|Pmi|Rendezvous|test_nonblocking|test_groups|test_threads|test_split|test_p2p"
+        "ccl_unit_tests cclrun test_nonblocking test_groups test_threads test_split test_p2p test_abort" \
+        "-R Kvs|Arena|ScheduleCache|Pmi|Rendezvous|test_nonblocking|test_groups|test_threads|test_split|test_p2p|reliability.test_abort"
 fi

@@ -137,7 +137,7 @@ CCL_API const char* ccl_last_error(void);
  * ccl_kvs_create_main): only a process that has it gets in, so pass it only to the job's ranks,
  * over a channel strangers cannot read. ccl_kvs_connect refuses an address without a secret
  * (CCL_ERROR_INVALID_ARGUMENT) and fails with CCL_ERROR_INVALID_USAGE when the server refuses
- * the secret (an address of another job). docs/reliability-kvs.md.
+ * the secret (an address of another job). docs/reliability.md.
  */
 #define CCL_KVS_ADDRESS_MAX 256
 CCL_API ccl_result_t ccl_kvs_create_main(ccl_kvs_t* kvs);

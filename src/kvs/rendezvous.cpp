@@ -41,7 +41,7 @@ Rendezvous::Rendezvous(const Launch& launch, const std::string& iface, double ti
                         "the KVS at MASTER_ADDR, port {} has no job secret: any process that "
                         "reaches that port during start-up may join this job. Set "
                         "CCL_KVS_SECRET (32 hex digits, the same on every rank), or start "
-                        "with torchrun --standalone or --rdzv-id (docs/reliability-kvs.md)",
+                        "with torchrun --standalone or --rdzv-id (docs/reliability.md)",
                         launch.port);
                 client_ = std::make_unique<Client>(server_->address(), timeout_s);
             } else {

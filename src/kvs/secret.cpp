@@ -86,7 +86,7 @@ KvsAddress parse_kvs_address(const std::string& address) {
                      "KVS address '" + out.shown + (slash == std::string::npos ? "" : "/...") +
                          "' " + why +
                          ": expected a.b.c.d:port/<32 hex digits>, as ccl_kvs_get_address and "
-                         "cclrun give (see docs/reliability-kvs.md)");
+                         "cclrun give (see docs/reliability.md)");
     };
     if (slash == std::string::npos) throw refuse("carries no job secret");
     auto secret = parse_secret_hex(std::string_view(address).substr(slash + 1));

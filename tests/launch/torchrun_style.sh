@@ -15,7 +15,7 @@ if [ -z "${MASTER_PORT:-}" ]; then
     export MASTER_PORT=$((port - 1))
 fi
 # No channel carries a secret from rank 0 here: give every rank the same fresh one
-# (docs/reliability-kvs.md).
+# (docs/reliability.md).
 export CCL_KVS_SECRET=${CCL_KVS_SECRET:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')}
 for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n "$@" &

@@ -363,22 +363,26 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
     // store (prefixed per group by torch) carries the address.
     const std::string key = "ccl_kvs_address";
     ccl_result_t rc;
-    if (rank == 0) {
-        if ((rc = ccl_kvs_create_main(&kvs_)) != CCL_SUCCESS) fail("creating the KVS", rc);
-        char address[CCL_KVS_ADDRESS_MAX];
-        if ((rc = ccl_kvs_get_address(kvs_, address, sizeof address)) != CCL_SUCCESS)
-            fail("reading the KVS address", rc);
-        std::string a(address);
-        store->set(key, std::vector<uint8_t>(a.begin(), a.end()));
-    } else {
-        auto v = store->get(key);
-        std::string a(v.begin(), v.end());
-        if ((rc = ccl_kvs_connect(a.c_str(), &kvs_)) != CCL_SUCCESS)
-            fail("connecting to the KVS at " + a, rc);
-    }
-    if ((rc = ccl_comm_create(size, rank, kvs_, &comm_)) != CCL_SUCCESS) {
-        ccl_kvs_destroy(kvs_);
-        fail("creating the communicator", rc);
+    try {
+        if (rank == 0) {
+            if ((rc = ccl_kvs_create_main(&kvs_)) != CCL_SUCCESS) fail("creating the KVS", rc);
+            char address[CCL_KVS_ADDRESS_MAX];
+            if ((rc = ccl_kvs_get_address(kvs_, address, sizeof address)) != CCL_SUCCESS)
+                fail("reading the KVS address", rc);
+            std::string a(address);
+            store->set(key, std::vector<uint8_t>(a.begin(), a.end()));
+        } else {
+            auto v = store->get(key);
+            std::string a(v.begin(), v.end());
+            // Not quoted: the address carries the job's secret.
+            if ((rc = ccl_kvs_connect(a.c_str(), &kvs_)) != CCL_SUCCESS)
+                fail("connecting to the group's KVS", rc);
+        }
+        if ((rc = ccl_comm_create(size, rank, kvs_, &comm_)) != CCL_SUCCESS)
+            fail("creating the communicator", rc);
+    } catch (...) {
+        if (kvs_) ccl_kvs_destroy(kvs_);  // the destructor does not run for a failed constructor
+        throw;
     }
 }
 

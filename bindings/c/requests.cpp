@@ -36,7 +36,7 @@ ccl_result_t ccl_test(ccl_request_t req, int* done) {
     return guarded(__func__, [&] {
         auto r = request_table().get(req, "request");
         require_out(done, "done");
-        *done = r->done() ? 1 : 0;
+        *done = r->test() ? 1 : 0;
         if (*done) report(*r);
     });
 }

@@ -284,6 +284,10 @@ CCL_API ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int
  * completed request may be waited on or tested again; it keeps its result until freed.
  * ccl_request_free releases the handle; freeing an incomplete request lets the collective complete
  * in the background, unobserved.
+ * Progress: nonblocking collectives and sends advance in the background (progress workers). A
+ * nonblocking receive holds up no peer, so it is not handed to a worker: it advances when it is
+ * waited on or tested, and it completes before any later collective or receive on its
+ * communicator starts.
  */
 CCL_API ccl_result_t ccl_wait(ccl_request_t req);
 CCL_API ccl_result_t ccl_test(ccl_request_t req, int* done);

@@ -325,9 +325,11 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
         for (const auto& r : reqs) r->complete(code, message);
         return;
     }
+    unpark();  // queued work runs in issue order
     // With nothing of this communicator queued, this thread starts the work itself: a receive
     // offers its buffer to the sender at once, a collective publishes its input.
     const bool idle = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
+    const bool parkable = schedule->sig.coll == CollType::recv;
     std::vector<std::shared_ptr<Request>> waiting = reqs;
     // The execution keeps this communicator alive until it has run.
     auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,
@@ -343,10 +345,24 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     for (const auto& r : waiting) r->set_execution(exec);
     last_started_ = exec;
     if (idle && exec->progress()) return;  // finished already
+    if (idle && parkable) {
+        // A posted receive holds up no peer (senders never wait for it), so it needs no worker
+        // until this thread moves on: waiting on it, testing it or the next call finishes it
+        // without waking a thread (a wake-up costs more than a small message).
+        parked_ = std::move(exec);
+        return;
+    }
     workers().submit(id_, std::move(exec));
 }
 
+void Communicator::unpark() {
+    // Usually it has finished, waited on: then no worker needs waking.
+    if (parked_ && !parked_->finished()) workers().submit(id_, std::move(parked_));
+    parked_.reset();
+}
+
 void Communicator::wait_idle() {
+    unpark();
     std::unique_lock<std::mutex> lock(mu_);
     // Queued work finishes or fails within its own deadlines (CCL_TIMEOUT).
     idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });

@@ -80,7 +80,7 @@ public:
     // result.
     void start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
                std::vector<std::shared_ptr<Request>> reqs);
-    // Returns once none of this communicator's work is queued or running.
+    // Returns once none of this communicator's work is queued or running (user thread).
     void wait_idle();
 
     // Throws if an earlier failure broke the communicator. With `peers`, also if another rank
@@ -115,8 +115,12 @@ private:
     size_t next_recent_ = 0;
     std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
 
+    void unpark();  // hands a parked receive to the worker
+
     std::shared_ptr<Execution> last_started_;  // the previous queued execution (user thread only)
-    std::atomic<size_t> pending_{0};           // work queued on the worker and not finished
+    // A posted receive no worker has been given yet (user thread only; see start).
+    std::shared_ptr<Execution> parked_;
+    std::atomic<size_t> pending_{0};  // work queued on the worker and not finished
     std::atomic<bool> is_broken_{false};
     std::mutex mu_;  // guards broken_ and pairs with idle_
     std::condition_variable idle_;

@@ -32,6 +32,12 @@ void Request::wait() {
     cv_.wait(lock, [this] { return done(); });
 }
 
+bool Request::test() {
+    if (done()) return true;
+    if (auto e = execution_.lock()) e->progress();
+    return done();
+}
+
 void Request::rethrow() const {
     if (code_ != CCL_SUCCESS) throw Error(code_, message_);
 }

@@ -21,6 +21,9 @@ public:
     // Called once, by whoever ran the collective.
     void complete(ccl_result_t code, std::string message = {});
     bool done() const { return done_.load(std::memory_order_acquire); }
+    // done(), after advancing the collective as far as it goes without blocking (unless a worker
+    // or another thread has it in hand): ccl_test makes progress, as MPI_Test does.
+    bool test();
     // Blocks until complete, running the collective on this thread if no worker has it in hand.
     // It needs no deadline of its own: the collective's every wait has one (CCL_TIMEOUT), so it
     // completes, failing if need be.

@@ -1,10 +1,10 @@
 // Point to point: rings of blocking sends and receives, exchanges where both sides send first
 // (8 MiB, which would deadlock if a send waited for its receiver), many messages to one peer
-// received in order, sending to oneself, nonblocking receives posted before the matching send,
-// sends and receives in a group, count 0, every datatype, the send buffer reusable once a send
-// returns, p2p interleaved with collectives, a receive whose count or datatype differs from the
-// send (refused on the receiver, the communicator still works), a sender destroying its
-// communicator right after its send, and peers out of range.
+// received in order, sending to oneself, nonblocking receives posted before the matching send
+// (waited, polled or freed unwaited), sends and receives in a group, count 0, every datatype, the
+// send buffer reusable once a send returns, p2p interleaved with collectives, a receive whose count
+// or datatype differs from the send (refused on the receiver, the communicator still works), a
+// sender destroying its communicator right after its send, and peers out of range.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -275,6 +275,19 @@ TEST(P2P, SendBufferReusableOnceSent) {
 
 // Point to point between collectives: sends do not queue behind collectives, receives run in issue
 // order with them.
+// A receive whose request is freed before its message arrives still completes, before the
+// communicator's next collective: work on a communicator runs in issue order.
+TEST(P2P, FreedReceiveCompletesBeforeTheNextCollective) {
+    std::vector<int32_t> in(3000, -1);
+    ccl_request_t req = nullptr;
+    CCL_OK(ccl_recv(in.data(), in.size(), CCL_INT32, left(), g_comm, &req));
+    CCL_OK(ccl_request_free(req));
+    Message out(in.size(), CCL_INT32, g_rank, 560);
+    CCL_OK(ccl_send(out.data(), in.size(), CCL_INT32, right(), g_comm, nullptr));
+    CCL_OK(ccl_barrier(g_comm, nullptr));
+    EXPECT_EQ(check_block(in.data(), in.size(), CCL_INT32, left(), 560, 0, "freed receive"), 0u);
+}
+
 TEST(P2P, InterleavedWithCollectives) {
     for (int it = 0; it < 30; ++it) {
         int64_t v = int64_t(g_rank) * 100 + it, got = -1;

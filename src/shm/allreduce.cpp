@@ -26,7 +26,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
     const void** srcs = n > 16 ? heap_srcs.data() : stack_srcs;
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
-        arena.begin_round(sig);
+        arena.begin_round(sig, c * esize);
         co_await arena.buffer_free();
         std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         arena.ready();

@@ -19,6 +19,9 @@ constexpr uint64_t kMagic = 0x63636c2d61726e31ull;  // "ccl-arn1"
 constexpr size_t kPage = 4096;
 constexpr auto kMaxSleep = std::chrono::milliseconds(50);  // bounds every futex sleep
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+// Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1).
+constexpr int kSigs = 16;
+static_assert(kSigs >= Arena::kLanes);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -38,9 +41,9 @@ struct Arena::Header {
 
 // One cache-line pair per rank, so that a rank's stores never disturb another rank's flag.
 struct alignas(128) Arena::Flag {
-    std::atomic<uint32_t> seq;      // 2e-1: ready in round e, 2e: done with round e
-    std::atomic<uint32_t> waiters;  // peers sleeping on seq's futex
-    std::atomic<uint32_t> sig[4];   // the collective's signature of round e at [e % 4]
+    std::atomic<uint32_t> seq;         // 2e-1: ready in round e, 2e: done with round e
+    std::atomic<uint32_t> waiters;     // peers sleeping on seq's futex
+    std::atomic<uint32_t> sig[kSigs];  // the collective's signature of round e at [e % kSigs]
 };
 
 size_t Arena::header_bytes(int nranks) {
@@ -50,7 +53,8 @@ size_t Arena::flags_bytes(int nranks) { return round_up(128 * size_t(nranks), kP
 
 size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
     return header_bytes(nranks) + flags_bytes(nranks) +
-           size_t(nranks) * 2 * round_up(buffer_size, kPage);
+           size_t(nranks) * 2 * round_up(buffer_size, kPage) +
+           round_up(size_t(nranks) * kLanes * kLaneBytes, kPage);
 }
 
 Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init)
@@ -61,7 +65,8 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       timeout_s_(timeout_s),
       policy_(wait_policy(nranks)),
       flags_offset_(header_bytes(nranks)),
-      data_offset_(header_bytes(nranks) + flags_bytes(nranks)) {
+      data_offset_(header_bytes(nranks) + flags_bytes(nranks)),
+      lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)) {
     static_assert(sizeof(Flag) == 128);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
         throw Error(CCL_ERROR_INTERNAL,
@@ -92,7 +97,7 @@ Arena::Flag& Arena::flag(int r) const {
     return reinterpret_cast<Flag*>(static_cast<char*>(seg_.data()) + flags_offset_)[r];
 }
 
-void Arena::begin_round(uint32_t signature) {
+void Arena::begin_round(uint32_t signature, size_t bytes) {
     check_aborted();
     if (failed())
         throw Error(failure_code(), std::string("communicator failed earlier (") +
@@ -100,10 +105,14 @@ void Arena::begin_round(uint32_t signature) {
     check_peers_failed();
     ++round_;
     signature_ = signature;
-    flag(rank_).sig[round_ % 4].store(signature, std::memory_order_release);
+    lane_round_ = bytes <= kLaneBytes;
+    flag(rank_).sig[round_ % kSigs].store(signature, std::memory_order_release);
 }
 
 void* Arena::peer_buffer(int peer, int ahead) const {
+    if (lane_round_ && ahead == 0)
+        return static_cast<char*>(seg_.data()) + lanes_offset_ +
+               (size_t(peer) * kLanes + round_ % kLanes) * kLaneBytes;
     size_t stride = round_up(buffer_size_, kPage);
     size_t index = size_t(peer) * 2 + (round_ + uint64_t(ahead)) % 2;
     return static_cast<char*>(seg_.data()) + data_offset_ + index * stride;
@@ -128,11 +137,12 @@ void Arena::done() { publish(flag_word(rank_), uint32_t(2 * round_)); }
 
 void Arena::check_signature(int r, uint32_t seen) {
     // The peer stores its signature for round e before it is ready in round e, and overwrites it
-    // when it starts round e + 4, after its flag passed 2(e + 3). Check only in between.
+    // when it starts round e + kSigs, after its flag passed 2(e + kSigs - 1). Check only in
+    // between.
     if (!reached(seen, uint32_t(2 * round_ - 1))) return;
     Flag& f = flag(r);
-    uint32_t sig = f.sig[round_ % 4].load(std::memory_order_acquire);
-    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + 3)))) return;
+    uint32_t sig = f.sig[round_ % kSigs].load(std::memory_order_acquire);
+    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + kSigs - 1)))) return;
     if (sig != signature_)
         fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(r) +
                                           " called a different collective (or "
@@ -143,8 +153,10 @@ void Arena::check_signature(int r, uint32_t seen) {
 }
 
 Arena::Flags Arena::buffer_free(int ahead) {
-    // The half this round uses was last used in round (round_ + ahead - 2).
-    int64_t previous = int64_t(round_) + ahead - 2;
+    // The half this round uses was last used in round (round_ + ahead - 2) at the latest; a lane,
+    // in round (round_ - kLanes).
+    int64_t previous =
+        lane_round_ && ahead == 0 ? int64_t(round_) - kLanes : int64_t(round_) + ahead - 2;
     if (previous <= int64_t(known_done_)) return Flags(*this, 0, -1, 0, known_done_);  // ready
     return Flags(*this, 0, nranks_ - 1, uint32_t(2 * previous), uint64_t(previous));
 }

@@ -1,5 +1,6 @@
 // The shared-memory arena of a communicator's co-located ranks: per-rank flags and, per rank, two
-// data buffers used alternately by successive rounds.
+// data buffers used alternately by successive rounds, plus kLanes small ones used in turn by
+// rounds of small messages.
 //
 // The round protocol. Every collective runs as a sequence of rounds that all ranks go through
 // alike (same number, same order). In round e a rank uses buffer half e % 2 of its slot, and its
@@ -8,6 +9,11 @@
 // with round e-2, which used the same half; so no call ever needs a trailing barrier, and a rank
 // may run ahead of slow readers by a round. Flags only grow, which makes every wait a simple
 // "flag >= target" (modulo 2^32).
+//
+// A round whose data fits kLaneBytes uses lane e % kLanes instead, free once every rank is done
+// with round e - kLanes: a rank that only writes (a broadcast's root, a reduce's non-roots)
+// finishes up to kLanes small rounds ahead of its slowest reader, the way an eager FIFO lets MPI's
+// senders run ahead, which matters most when ranks outnumber cores.
 //
 // Algorithms are coroutines (core/task.h): they co_await the waiters below, which a blocking call
 // resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
@@ -30,6 +36,8 @@ class Arena {
 public:
     class Flags;
 
+    static constexpr int kLanes = 16;
+    static constexpr size_t kLaneBytes = 2048;
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
@@ -45,9 +53,12 @@ public:
 
     // Starts the next round. `signature` identifies the collective (type, count, dtype, op, root,
     // algorithm): a peer in the same round with another signature is a usage error, never run.
-    void begin_round(uint32_t signature);
+    // `bytes`: the most any rank puts in its buffer this round; up to kLaneBytes, the round uses
+    // a lane (every rank passes the same, as it follows from the signature).
+    void begin_round(uint32_t signature, size_t bytes = SIZE_MAX);
     // co_await it before writing own_buffer(ahead): every rank is done with the round that used
-    // that buffer before (ahead = 0: this round's buffer, 1: the next round's).
+    // that buffer before (ahead = 0: this round's buffer, 1: the next round's, which must not be
+    // a lane round).
     Flags buffer_free(int ahead = 0);
     void* own_buffer(int ahead = 0) const { return peer_buffer(rank_, ahead); }
     // A peer's buffer for the current round; read it only after its ready flag.
@@ -127,7 +138,9 @@ private:
     WaitPolicy policy_;
     size_t flags_offset_;
     size_t data_offset_;
+    size_t lanes_offset_;
     uint64_t round_ = 0;       // the current round (1-based once started)
+    bool lane_round_ = false;  // the current round uses a lane
     uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
     std::atomic<bool> failed_{false};

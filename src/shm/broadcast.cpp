@@ -11,7 +11,7 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
     const bool stream = bytes >= kStreamMinBytes;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t len = std::min(chunk, bytes - off);
-        arena.begin_round(sig);
+        arena.begin_round(sig, len);
         if (arena.rank() == root) {
             co_await arena.buffer_free();
             std::memcpy(arena.own_buffer(), static_cast<const char*>(buf) + off, len);

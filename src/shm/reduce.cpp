@@ -14,7 +14,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     std::vector<const void*> srcs(static_cast<size_t>(n));
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
-        arena.begin_round(sig);
+        arena.begin_round(sig, c * esize);
         co_await arena.buffer_free();
         std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         if (arena.rank() != root) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -75,6 +76,50 @@ TEST(Arena, AllreduceAndBroadcastLoops) {
         });
         EXPECT_EQ(wrong.load(), 0) << n << " ranks";
     }
+}
+
+// Small rounds use lanes: a broadcast's root runs kLanes calls ahead of readers that have not
+// started, no further; every reader still gets each call's own data, also with a large broadcast
+// (buffer halves) and a reduce between them.
+TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
+    const int n = 3, ahead = Arena::kLanes;
+    auto arenas = make_arenas(n, 4096, 30);
+    std::atomic<bool> root_ahead{false}, readers_go{false}, root_blocked_done{false};
+    std::atomic<int> wrong{0};
+    on_every_rank(n, [&](int r) {
+        Arena& a = *arenas[size_t(r)];
+        auto bcast = [&](int it, size_t count) {
+            std::vector<int32_t> buf(count, r == 0 ? it * 7 : -1);
+            ccl::shm::broadcast(a, 3, buf.data(), count * 4, 0).run_blocking();
+            for (int32_t v : buf)
+                if (v != it * 7) ++wrong;
+        };
+        if (r == 0) {
+            for (int it = 0; it < ahead; ++it) bcast(it, size_t(1 + it * 20));
+            root_ahead = true;
+            // One more needs the readers to be done with the first.
+            std::thread late([&] {
+                bcast(ahead, 3);
+                root_blocked_done = true;
+            });
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (root_blocked_done) ++wrong;
+            readers_go = true;
+            late.join();
+        } else {
+            while (!readers_go) std::this_thread::yield();
+            for (int it = 0; it <= ahead; ++it) bcast(it, it == ahead ? 3 : size_t(1 + it * 20));
+        }
+        // Lanes and halves mixed, and a reduce whose non-roots run ahead.
+        for (int it = 0; it < 40; ++it) {
+            bcast(100 + it, it % 5 == 0 ? 3000 : 5);
+            int32_t x = r + it, sum = -1;
+            ccl::shm::reduce_direct(a, 5, &x, &sum, 1, CCL_INT32, CCL_SUM, 1).run_blocking();
+            if (r == 1 && sum != n * it + n * (n - 1) / 2) ++wrong;
+        }
+    });
+    EXPECT_TRUE(root_ahead.load());
+    EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(Arena, TimeoutWhenAPeerNeverComes) {

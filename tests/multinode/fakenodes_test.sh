@@ -85,7 +85,7 @@ else
 fi
 
 listen node2 7001
-wait_for 5 connect node0 node2 7001 >/dev/null
+wait_for 5 'connect node0 node2 7001 >/dev/null'
 got=$(connect node0 node2 7001)
 got_ip=$(connect node1 "$addr2" 7001)
 if [ "$got" = "hello from node2" ] && [ "$got_ip" = "hello from node2" ]; then
@@ -101,7 +101,7 @@ if [ "$got" != "hello from node2" ]; then ok "the root namespace cannot reach no
 "$FN" link down node2
 cut=$(connect node0 node2 7001 || echo unreachable)
 "$FN" link up node2
-wait_for 5 connect node0 node2 7001 >/dev/null
+wait_for 5 'connect node0 node2 7001 >/dev/null'
 back=$(connect node0 node2 7001)
 if [ "$cut" = unreachable ] && [ "$back" = "hello from node2" ]; then
     ok "link down node2 cuts it off; link up brings it back"
@@ -111,7 +111,7 @@ fi
 
 kill %1 2>/dev/null   # the listener
 "$FN" exec node1 -- sleep 300 &
-wait_for 5 test -n "$("$FN" pids node1)"
+wait_for 5 '[ -n "$("$FN" pids node1)" ]'
 stray=$("$FN" pids node1)
 "$FN" down
 left_holders=$(holders "$id")
@@ -134,9 +134,9 @@ if [ $rc -eq 7 ]; then ok "run passes on the command's status (7)"; else fail "r
 env --default-signal=INT "$FN" run 2 -- sh -c \
     'echo "$FAKENODES_ID" >"$0"; "$FAKENODES" exec node1 -- sleep 300' "$TMP/id1" 2>/dev/null &
 runner=$!
-wait_for 20 test -s "$TMP/id1"
+wait_for 20 '[ -s "$TMP/id1" ]'
 id1=$(cat "$TMP/id1" 2>/dev/null)
-wait_for 5 test -n "$(FAKENODES_ID=$id1 "$FN" pids node1 2>/dev/null)"
+wait_for 5 '[ -n "$(FAKENODES_ID=$id1 "$FN" pids node1 2>/dev/null)" ]'
 stray=$(FAKENODES_ID=$id1 "$FN" pids node1 2>/dev/null)
 start=$(now)
 kill -INT $runner
@@ -155,9 +155,9 @@ fi
 "$FN" run 2 -- sh -c \
     'echo "$FAKENODES_ID" >"$0"; "$FAKENODES" exec node0 -- sleep 300' "$TMP/id2" 2>/dev/null &
 runner=$!
-wait_for 20 test -s "$TMP/id2"
+wait_for 20 '[ -s "$TMP/id2" ]'
 id2=$(cat "$TMP/id2" 2>/dev/null)
-wait_for 5 test -n "$(FAKENODES_ID=$id2 "$FN" pids node0 2>/dev/null)"
+wait_for 5 '[ -n "$(FAKENODES_ID=$id2 "$FN" pids node0 2>/dev/null)" ]'
 stray=$(FAKENODES_ID=$id2 "$FN" pids node0 2>/dev/null)
 kill -KILL $runner
 wait $runner 2>/dev/null

@@ -44,12 +44,12 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # less_than LIMIT VALUE
 less_than() { awk -v lim="$1" -v v="$2" 'BEGIN { exit !(v < lim) }'; }
 
-# wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds; false after SECONDS.
+# wait_for SECONDS 'CONDITION': evaluates the shell CONDITION every 0.1 s until it holds; false
+# after SECONDS.
 wait_for() {
     local limit=$1 i
-    shift
     for ((i = 0; i < limit * 10; i++)); do
-        "$@" && return 0
+        eval "$2" && return 0
         sleep 0.1
     done
     return 1

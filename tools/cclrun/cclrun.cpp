@@ -245,11 +245,15 @@ public:
     int fd() const { return fd_.get(); }
 
     // Reads what is there; prints complete lines. At EOF prints the rest and closes.
-    void on_readable() {
+    // Returns whether data came (false on nothing there yet, or EOF).
+    bool on_readable() {
         char buf[16 << 10];
         ssize_t r = read(fd_.get(), buf, sizeof(buf));
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        if (r <= 0) return finish();
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+        if (r <= 0) {
+            finish();
+            return false;
+        }
         pending_.append(buf, static_cast<size_t>(r));
         size_t start = 0;
         for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
@@ -259,6 +263,13 @@ public:
         if (pending_.size() >= kMaxLine) {  // bound memory for output that never ends a line
             emit(pending_);
             pending_.clear();
+        }
+        return true;
+    }
+
+    // Prints what is already in the pipe (the pipe is non-blocking).
+    void drain_now() {
+        while (open() && on_readable()) {
         }
     }
 
@@ -559,6 +570,8 @@ private:
             it->pending.clear();
             int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
             if (code == 0 || stopping_) continue;  // children we stopped are not failures
+            // What it said before it died (an agent: which rank failed) comes before our word.
+            for (auto& s : it->streams) s.drain_now();
             std::string how = WIFEXITED(status)
                                   ? "exited with status " + std::to_string(code)
                                   : "was killed by signal " + signal_name(WTERMSIG(status));

@@ -796,6 +796,7 @@ int run_hosts(const Options& o) {
     std::vector<std::string> env = exported_environment(o);
     std::vector<std::string> agent_command = {own_executable(), "--agent"};
     std::string cwd = current_directory();
+    cclrun::launcher_argv(o.launcher, "", {});  // a usage error before anything starts
 
     Fd signals = handle_signals();
     ccl::kvs::Server server(ccl::config().kvs_iface);

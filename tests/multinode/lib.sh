@@ -32,8 +32,9 @@ require_namespaces() {
     for t in ip unshare nsenter setsid pgrep; do
         command -v "$t" >/dev/null || skip "needs '$t' (Debian packages iproute2, util-linux, procps)"
     done
-    unshare --net --mount --uts --propagation private true 2>/dev/null ||
-        skip "cannot create namespaces here (unshare --net --mount --uts failed: a container without CAP_SYS_ADMIN?)"
+    unshare --net --mount --uts --propagation private \
+        sh -c 'mount -t tmpfs fakenodes-probe /dev/shm && hostname fakenodes-probe' 2>/dev/null ||
+        skip "cannot create namespaces here (unshare --net --mount --uts, a tmpfs on /dev/shm, a hostname: a container without CAP_SYS_ADMIN?)"
     unshare --net sh -c 'ip link add name a type veth peer name b && ip link add name br type bridge' \
         2>/dev/null || skip "cannot create veth pairs and bridges (kernel modules veth, bridge?)"
 }

@@ -7,6 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libhwloc-dev libnuma-dev libspdlog-dev libfmt-dev libfabric-dev libze-dev libgtest-dev
   procps util-linux
+  # fake nodes on one machine (tools/fakenodes, tests/multinode): ip for namespaces, veths, bridges
+  iproute2
   # launchers the tests start ranks with (issue 7): MPICH's Hydra, Open MPI and its PMIx
   mpich openmpi-bin libpmix-dev
   # the PyTorch backend (bindings/torch) is built and tested against Debian's torch

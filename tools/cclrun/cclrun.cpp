@@ -1,10 +1,17 @@
-// cclrun: starts N ranks of a program on this machine with a KVS server for their rendezvous,
-// supervises them, and stops them all as soon as one fails (or on a signal or a timeout).
+// cclrun: starts the ranks of a program with a KVS server for their rendezvous, supervises them,
+// and stops them all as soon as one fails (or on a signal or a timeout).
 //
-//   cclrun -n N [-l|--label] [--timeout SECONDS] [--] prog args...
+//   cclrun -n N [-l|--label] [--timeout SECONDS] [--] prog args...            (this machine)
+//   cclrun [-n N] --hosts h1,h2 | --hostfile FILE [--ppn M] [--launcher-cmd CMD] [-x VAR] ...
+//
+// On several hosts, cclrun starts one agent per host (`cclrun --agent`, through the launcher
+// command: ssh by default) and tells it on its stdin which ranks to start and the KVS address;
+// the agent forks that host's ranks, relays their output and their failure, and stops them when
+// its stdin closes (cclrun stopping or gone). cclrun serves the KVS and supervises the agents as
+// it supervises local ranks.
 //
 // Signals reach the supervisor through a signalfd (they are blocked otherwise), so the one poll()
-// loop sees child exits, signals, labelled output and deadlines without races.
+// loop sees child exits, signals, output, the link to cclrun and deadlines without races.
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -22,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +37,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "hosts.h"
+#include "job_spec.h"
 #include "kvs/kvs.h"
 #include "kvs/net.h"
 
@@ -38,47 +48,70 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using ccl::kvs::net::Fd;
+using cclrun::BadUsage;
 
 constexpr int kMaxRanks = 4096;
-constexpr auto kGrace = std::chrono::seconds(2);           // SIGTERM -> SIGKILL
+constexpr auto kGrace = std::chrono::seconds(2);  // SIGTERM -> SIGKILL
+// An agent gets kGrace to stop its ranks; cclrun gives it that and a margin before SIGKILL.
+constexpr auto kAgentGrace = std::chrono::seconds(5);
 constexpr auto kDrainAfterExit = std::chrono::seconds(1);  // output held open by grandchildren
+constexpr auto kSpecTimeout = std::chrono::seconds(30);    // agent: the job spec on stdin
 constexpr size_t kMaxLine = 64 << 10;                      // a longer line is printed in pieces
 constexpr int kUsageError = 2;
 constexpr int kExecFailed = 127;
 constexpr int kTimedOut = 124;
+constexpr int kParentGone = 128 + SIGHUP;
+const char* const kDefaultLauncher = "ssh -o BatchMode=yes {host}";
 
 const char* const kUsage =
-    "usage: cclrun -n N [-l|--label] [--timeout SECONDS] [--] prog [args...]\n"
-    "  -n N              start N ranks (1..4096) of prog on this machine\n"
-    "  -l, --label       prefix every output line with \"[rank] \"\n"
-    "  --timeout S       stop the job after S seconds (exit status 124)\n"
-    "  -h, --help        show this help\n"
+    "usage: cclrun -n N [options] [--] prog [args...]\n"
+    "       cclrun [-n N] --hosts H1,H2,... | --hostfile FILE [--ppn M] [options] [--] prog ...\n"
+    "  -n N               start N ranks (1..4096) of prog (on this machine without --hosts)\n"
+    "  -l, --label        prefix every output line with \"[rank] \"\n"
+    "  --timeout S        stop the job after S seconds (exit status 124)\n"
+    "  --hosts LIST       start the ranks on these hosts: names, each with an optional :slots\n"
+    "  --hostfile FILE    the same from a file: a host a line, \"name\", \"name:slots\" or\n"
+    "                     \"name slots=N\"\n"
+    "  --ppn M            M ranks per host (default: the host's slots, else N / hosts rounded\n"
+    "                     up); hosts are filled in order, ranks in blocks\n"
+    "  --launcher-cmd CMD how to run a command on a host: words, \"{host}\" replaced by the host\n"
+    "                     (appended when absent); default \"ssh -o BatchMode=yes {host}\"\n"
+    "  -x NAME[=VALUE]    also set NAME in the ranks' environment on the hosts (CCL_* and FI_*\n"
+    "                     variables are passed on without it)\n"
+    "  -h, --help         show this help\n"
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
-    "LOCAL_WORLD_SIZE. CCL_KVS_IFACE picks the interface of the KVS server. When a rank fails,\n"
-    "the others get SIGTERM, then SIGKILL after 2 s; cclrun exits with the first failure's "
-    "status.\n";
+    "LOCAL_WORLD_SIZE (local: among the ranks of its host). CCL_KVS_IFACE picks the interface of\n"
+    "the KVS server, which cclrun serves. When a rank fails, the others get SIGTERM, then SIGKILL\n"
+    "after 2 s; cclrun exits with the first failure's status.\n";
+const char* const kShortUsage =
+    "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--hosts LIST|--hostfile FILE "
+    "[--ppn M] [--launcher-cmd CMD]] [--] prog [args...] (cclrun --help says more)";
 
 struct Options {
-    int nranks = 0;
+    int nranks = 0;  // with hosts, 0 takes every slot
     bool label = false;
     std::optional<double> timeout_s;
-    std::vector<std::string> argv;  // the program and its arguments
+    std::vector<std::string> argv;    // the program and its arguments
+    std::vector<cclrun::Host> hosts;  // empty: this machine, without agents
+    int ppn = 0;
+    std::string launcher = kDefaultLauncher;
+    std::vector<std::string> exports;  // -x
+    bool agent = false;                // hidden: cclrun's agent on a host
 };
 
-struct UsageError {
-    std::string message;
-};
+// "cclrun: " (or "cclrun@host: " in an agent) before each message of ours.
+std::string g_prefix = "cclrun: ";
 
 // -------------------------------------------------------------------------------------------------
 // Command line.
 
-int parse_nranks(const std::string& text) {
+int parse_count(const std::string& text, const std::string& opt, const std::string& what) {
     int n = 0;
     const char* end = text.data() + text.size();
     auto [ptr, ec] = std::from_chars(text.data(), end, n);
     if (text.empty() || ec != std::errc() || ptr != end || n < 1 || n > kMaxRanks) {
-        throw UsageError{"-n wants a number of ranks in 1.." + std::to_string(kMaxRanks) +
-                         ", not '" + text + "'"};
+        throw BadUsage(opt + " wants a number of " + what + " in 1.." + std::to_string(kMaxRanks) +
+                       ", not '" + text + "'");
     }
     return n;
 }
@@ -88,7 +121,7 @@ double parse_timeout(const std::string& text) {
     errno = 0;
     double s = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(s) || s <= 0) {
-        throw UsageError{"--timeout wants a positive number of seconds, not '" + text + "'"};
+        throw BadUsage("--timeout wants a positive number of seconds, not '" + text + "'");
     }
     return s;
 }
@@ -97,36 +130,70 @@ double parse_timeout(const std::string& text) {
 std::optional<Options> parse_args(int argc, char** argv) {
     Options o;
     int i = 1;
-    auto value = [&](const std::string& opt) -> std::string {
-        if (i + 1 >= argc) throw UsageError{opt + " needs a value"};
-        return argv[++i];
+    bool have_ppn = false, have_launcher = false;
+    std::string hostfile;
+    // The value of option `name`: "--name=value", or the next argument.
+    auto value_of = [&](const std::string& a,
+                        const std::string& name) -> std::optional<std::string> {
+        if (a == name) {
+            if (i + 1 >= argc) throw BadUsage(name + " needs a value");
+            return std::string(argv[++i]);
+        }
+        if (a.size() > name.size() + 1 && a.rfind(name + "=", 0) == 0) {
+            return a.substr(name.size() + 1);
+        }
+        return std::nullopt;
     };
     for (; i < argc; ++i) {
         std::string a = argv[i];
+        std::optional<std::string> v;
         if (a == "--") {
             ++i;
             break;
         } else if (a == "-h" || a == "--help") {
             return std::nullopt;
-        } else if (a == "-n" || a == "--np") {
-            o.nranks = parse_nranks(value(a));
+        } else if (a == "--agent") {
+            o.agent = true;
+        } else if ((v = value_of(a, "-n")) || (v = value_of(a, "--np"))) {
+            o.nranks = parse_count(*v, "-n", "ranks");
         } else if (a.rfind("-n", 0) == 0 && a.size() > 2 && a[2] != '-') {
-            o.nranks = parse_nranks(a.substr(a[2] == '=' ? 3 : 2));
+            o.nranks = parse_count(a.substr(2), "-n", "ranks");
         } else if (a == "-l" || a == "--label") {
             o.label = true;
-        } else if (a == "--timeout") {
-            o.timeout_s = parse_timeout(value(a));
-        } else if (a.rfind("--timeout=", 0) == 0) {
-            o.timeout_s = parse_timeout(a.substr(10));
+        } else if ((v = value_of(a, "--timeout"))) {
+            o.timeout_s = parse_timeout(*v);
+        } else if ((v = value_of(a, "--hosts")) || (v = value_of(a, "-H"))) {
+            o.hosts = cclrun::parse_host_list(*v);
+        } else if ((v = value_of(a, "--hostfile"))) {
+            hostfile = *v;
+        } else if ((v = value_of(a, "--ppn"))) {
+            o.ppn = parse_count(*v, "--ppn", "ranks per host");
+            have_ppn = true;
+        } else if ((v = value_of(a, "--launcher-cmd"))) {
+            o.launcher = *v;
+            have_launcher = true;
+        } else if ((v = value_of(a, "-x")) || (v = value_of(a, "--env"))) {
+            if (v->empty() || v->front() == '=') throw BadUsage("-x wants NAME or NAME=VALUE");
+            o.exports.push_back(*v);
         } else if (a.size() > 1 && a[0] == '-') {
-            throw UsageError{"unknown option '" + a + "'"};
+            throw BadUsage("unknown option '" + a + "'");
         } else {
             break;  // the program
         }
     }
     for (; i < argc; ++i) o.argv.push_back(argv[i]);
-    if (o.nranks == 0) throw UsageError{"missing -n N (the number of ranks)"};
-    if (o.argv.empty()) throw UsageError{"missing the program to run"};
+    if (o.agent) return o;  // everything else comes on stdin
+    if (!hostfile.empty()) {
+        if (!o.hosts.empty()) throw BadUsage("give --hosts or --hostfile, not both");
+        o.hosts = cclrun::read_hostfile(hostfile);
+    }
+    if (o.hosts.empty()) {
+        if (have_ppn || have_launcher || !o.exports.empty()) {
+            throw BadUsage("--ppn, --launcher-cmd and -x go with --hosts or --hostfile");
+        }
+        if (o.nranks == 0) throw BadUsage("missing -n N (the number of ranks)");
+    }
+    if (o.argv.empty()) throw BadUsage("missing the program to run");
     return o;
 }
 
@@ -146,7 +213,7 @@ void write_all(int fd, const char* data, size_t n) {
 }
 
 void say(const std::string& msg) {
-    std::string line = "cclrun: " + msg + "\n";
+    std::string line = g_prefix + msg + "\n";
     write_all(STDERR_FILENO, line.data(), line.size());
 }
 
@@ -161,22 +228,32 @@ std::string seconds_text(double s) {
     return buf;
 }
 
+std::string rank_range(int first, int n) {
+    return n == 1 ? "rank " + std::to_string(first)
+                  : "ranks " + std::to_string(first) + "-" + std::to_string(first + n - 1);
+}
+
 // -------------------------------------------------------------------------------------------------
-// Output of one rank's stdout or stderr, split into lines labelled "[rank] ".
+// Output of one rank's (or agent's) stdout or stderr, split into lines, each written whole with a
+// prefix ("[rank] " with --label, else none): lines of different ranks never interleave.
 
 class LabelledStream {
 public:
-    LabelledStream(int rank, Fd fd, int out)
-        : prefix_("[" + std::to_string(rank) + "] "), fd_(std::move(fd)), out_(out) {}
+    LabelledStream(std::string prefix, Fd fd, int out)
+        : prefix_(std::move(prefix)), fd_(std::move(fd)), out_(out) {}
     bool open() const { return fd_.valid(); }
     int fd() const { return fd_.get(); }
 
     // Reads what is there; prints complete lines. At EOF prints the rest and closes.
-    void on_readable() {
+    // Returns whether data came (false on nothing there yet, or EOF).
+    bool on_readable() {
         char buf[16 << 10];
         ssize_t r = read(fd_.get(), buf, sizeof(buf));
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        if (r <= 0) return finish();
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+        if (r <= 0) {
+            finish();
+            return false;
+        }
         pending_.append(buf, static_cast<size_t>(r));
         size_t start = 0;
         for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
@@ -186,6 +263,13 @@ public:
         if (pending_.size() >= kMaxLine) {  // bound memory for output that never ends a line
             emit(pending_);
             pending_.clear();
+        }
+        return true;
+    }
+
+    // Prints what is already in the pipe (the pipe is non-blocking).
+    void drain_now() {
+        while (open() && on_readable()) {
         }
     }
 
@@ -211,34 +295,42 @@ private:
 };
 
 // -------------------------------------------------------------------------------------------------
-// Starting ranks.
+// Starting processes: ranks, and agents on hosts.
 
-struct Rank {
-    int rank = 0;
+// A process cclrun (or an agent) supervises: a rank, or the agent of a host.
+struct Child {
+    std::string what;  // "rank 3 (pid 123)", "the agent on node1 (ranks 2-3, pid 456)"
     pid_t pid = -1;
     bool running = false;
-    std::vector<LabelledStream> streams;  // with --label: stdout and stderr
+    std::vector<LabelledStream> streams;  // its stdout and stderr, when they come through pipes
+    Fd input;                             // an agent's stdin: the job spec, then the link
+    std::string pending;                  // what is still to be written to input
 };
 
-// The environment of one rank: ours, with the job's variables replaced.
-std::vector<std::string> rank_environment(int rank, int size, const std::string& kvs_address) {
-    std::vector<std::pair<std::string, std::string>> ours = {
-        {"CCL_RANK", std::to_string(rank)},         {"CCL_SIZE", std::to_string(size)},
-        {"CCL_KVS_ADDRESS", kvs_address},           {"RANK", std::to_string(rank)},
-        {"WORLD_SIZE", std::to_string(size)},       {"LOCAL_RANK", std::to_string(rank)},
-        {"LOCAL_WORLD_SIZE", std::to_string(size)},
-    };
+// The environment of a process: ours, with `set` ("NAME=value") replacing what we have.
+std::vector<std::string> environment_with(const std::vector<std::string>& set) {
+    auto name_of = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
         std::string_view kv(*e);
-        bool replaced = std::any_of(ours.begin(), ours.end(), [&](const auto& o) {
-            return kv.size() > o.first.size() && kv.substr(0, o.first.size()) == o.first &&
-                   kv[o.first.size()] == '=';
-        });
+        bool replaced = std::any_of(set.begin(), set.end(),
+                                    [&](const auto& s) { return name_of(s) == name_of(kv); });
         if (!replaced) env.emplace_back(kv);
     }
-    for (const auto& [k, v] : ours) env.push_back(k + "=" + v);
+    env.insert(env.end(), set.begin(), set.end());
     return env;
+}
+
+// The variables of one rank.
+std::vector<std::string> rank_variables(int rank, int size, int local_rank, int local_size,
+                                        const std::string& kvs_address) {
+    return {"CCL_RANK=" + std::to_string(rank),
+            "CCL_SIZE=" + std::to_string(size),
+            "CCL_KVS_ADDRESS=" + kvs_address,
+            "RANK=" + std::to_string(rank),
+            "WORLD_SIZE=" + std::to_string(size),
+            "LOCAL_RANK=" + std::to_string(local_rank),
+            "LOCAL_WORLD_SIZE=" + std::to_string(local_size)};
 }
 
 std::vector<char*> c_strings(std::vector<std::string>& v) {
@@ -250,15 +342,17 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 // In the child, between fork and exec: only async-signal-safe calls (the KVS thread may hold
 // locks in the parent). Everything it needs was built before fork.
-[[noreturn]] void exec_rank(pid_t parent, char** argv, char** envp, int out_fd, int err_fd,
-                            const std::string& exec_error_prefix) {
-    // Die with cclrun, even if it is SIGKILLed; it may already be gone by the time this runs.
+[[noreturn]] void exec_child(pid_t parent, char** argv, char** envp, int in_fd, int out_fd,
+                             int err_fd, const std::string& exec_error_prefix) {
+    // Die with cclrun (or the agent), even if it is SIGKILLed; it may already be gone by the time
+    // this runs. Kept across exec: an agent started through nsenter dies with cclrun too.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(kExecFailed);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
+    if (in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0) _exit(kExecFailed);
     if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) _exit(kExecFailed);
     if (err_fd >= 0 && dup2(err_fd, STDERR_FILENO) < 0) _exit(kExecFailed);
     execvpe(argv[0], argv, envp);
@@ -270,61 +364,93 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
     _exit(kExecFailed);
 }
 
-// Starts one rank. Throws ccl::Error when a pipe or fork fails.
-Rank start_rank(int rank, const Options& o, const std::string& kvs_address) {
-    std::vector<std::string> env = rank_environment(rank, o.nranks, kvs_address);
-    std::vector<std::string> args = o.argv;
-    std::vector<char*> envp = c_strings(env);
-    std::vector<char*> argv = c_strings(args);
-    std::string exec_error =
-        "cclrun: rank " + std::to_string(rank) + ": cannot execute '" + o.argv[0] + "': ";
+struct Pipe {
+    Fd read, write;
+};
 
-    Fd out_r, out_w, err_r, err_w;
-    if (o.label) {
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) != 0) ccl::throw_errno("pipe");
-        out_r = Fd(p[0]);
-        out_w = Fd(p[1]);
-        if (pipe2(p, O_CLOEXEC) != 0) ccl::throw_errno("pipe");
-        err_r = Fd(p[0]);
-        err_w = Fd(p[1]);
+Pipe make_pipe() {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) ccl::throw_errno("pipe");
+    return {Fd(p[0]), Fd(p[1])};
+}
+
+struct StartRequest {
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    std::string what;         // for messages; " (pid N)" is added
+    std::string exec_error;   // printed before strerror when exec fails
+    int stdin_fd = -1;        // -1: ours
+    bool with_input = false;  // a pipe to its stdin (agents)
+    bool capture = false;     // its stdout and stderr through pipes, written with `prefix`
+    std::string prefix;
+};
+
+// Starts one process. Throws ccl::Error when a pipe or fork fails.
+Child start_child(StartRequest req) {
+    std::vector<char*> envp = c_strings(req.env);
+    std::vector<char*> argv = c_strings(req.argv);
+    Pipe in, out, err;
+    if (req.with_input) in = make_pipe();
+    if (req.capture) {
+        out = make_pipe();
+        err = make_pipe();
     }
+    int in_fd = req.with_input ? in.read.get() : req.stdin_fd;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) ccl::throw_errno("fork");
-    if (pid == 0) exec_rank(parent, argv.data(), envp.data(), out_w.get(), err_w.get(), exec_error);
-
-    Rank r;
-    r.rank = rank;
-    r.pid = pid;
-    r.running = true;
-    if (o.label) {
-        fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
-        fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
-        r.streams.emplace_back(rank, std::move(out_r), STDOUT_FILENO);
-        r.streams.emplace_back(rank, std::move(err_r), STDERR_FILENO);
+    if (pid == 0) {
+        exec_child(parent, argv.data(), envp.data(), in_fd, out.write.get(), err.write.get(),
+                   req.exec_error);
     }
-    return r;  // the write ends close here: EOF arrives once the rank (and its children) exit
+    Child c;
+    c.what = req.what + " (pid " + std::to_string(pid) + ")";
+    c.pid = pid;
+    c.running = true;
+    if (req.with_input) {
+        fcntl(in.write.get(), F_SETFL, O_NONBLOCK);
+        c.input = std::move(in.write);
+    }
+    if (req.capture) {
+        fcntl(out.read.get(), F_SETFL, O_NONBLOCK);
+        fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
+        c.streams.emplace_back(req.prefix, std::move(out.read), STDOUT_FILENO);
+        c.streams.emplace_back(req.prefix, std::move(err.read), STDERR_FILENO);
+    }
+    return c;  // the other ends close here: EOF arrives once the child (and its children) exit
 }
 
 // -------------------------------------------------------------------------------------------------
 // Supervising.
 
+struct SupervisorSettings {
+    std::string noun = "rank";  // what the children are, in "stopping the other 2 rank(s)"
+    std::chrono::seconds grace = kGrace;
+    // Sent when stopping; 0 for agents: closing their stdin tells them (and through ssh, which
+    // a signal would not cross), and they stop their ranks with SIGTERM themselves.
+    int stop_signal = SIGTERM;
+    Fd parent_link;  // an agent's stdin: EOF stops the ranks
+};
+
 class Supervisor {
 public:
-    Supervisor(std::vector<Rank> ranks, Fd signals, std::optional<double> timeout_s)
-        : ranks_(std::move(ranks)), signals_(std::move(signals)), timeout_s_(timeout_s) {
+    Supervisor(std::vector<Child> children, Fd signals, std::optional<double> timeout_s,
+               SupervisorSettings settings)
+        : children_(std::move(children)),
+          signals_(std::move(signals)),
+          timeout_s_(timeout_s),
+          settings_(std::move(settings)) {
         if (timeout_s_) {
             job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(*timeout_s_));
         }
     }
 
-    // Runs until every rank is reaped and its output drained; returns cclrun's exit status.
+    // Runs until every child is reaped and its output drained; returns the exit status.
     int run() {
         for (;;) {
             bool running =
-                std::any_of(ranks_.begin(), ranks_.end(), [](auto& r) { return r.running; });
+                std::any_of(children_.begin(), children_.end(), [](auto& c) { return c.running; });
             if (!running) {
                 if (!drain_deadline_) drain_deadline_ = Clock::now() + kDrainAfterExit;
                 if (!any_stream_open()) break;
@@ -332,22 +458,22 @@ public:
             poll_once();
             check_deadlines();
         }
-        for (auto& r : ranks_) {
-            for (auto& s : r.streams) s.finish();
+        for (auto& c : children_) {
+            for (auto& s : c.streams) s.finish();
         }
         return exit_status_;
     }
 
     std::vector<pid_t> pids() const {
         std::vector<pid_t> out;
-        for (const auto& r : ranks_) out.push_back(r.pid);
+        for (const auto& c : children_) out.push_back(c.pid);
         return out;
     }
 
 private:
     bool any_stream_open() const {
-        for (const auto& r : ranks_) {
-            for (const auto& s : r.streams) {
+        for (const auto& c : children_) {
+            for (const auto& s : c.streams) {
                 if (s.open()) return true;
             }
         }
@@ -356,12 +482,20 @@ private:
 
     void poll_once() {
         std::vector<pollfd> fds{{signals_.get(), POLLIN, 0}};
-        std::vector<LabelledStream*> streams;
-        for (auto& r : ranks_) {
-            for (auto& s : r.streams) {
+        std::vector<std::function<void(short)>> handlers{[this](short) { on_signal(); }};
+        if (settings_.parent_link.valid()) {
+            fds.push_back({settings_.parent_link.get(), POLLIN, 0});
+            handlers.push_back([this](short) { on_parent_link(); });
+        }
+        for (auto& c : children_) {
+            if (c.input.valid() && !c.pending.empty()) {
+                fds.push_back({c.input.get(), POLLOUT, 0});
+                handlers.push_back([&c](short) { write_input(c); });
+            }
+            for (auto& s : c.streams) {
                 if (!s.open()) continue;
                 fds.push_back({s.fd(), POLLIN, 0});
-                streams.push_back(&s);
+                handlers.push_back([&s](short) { s.on_readable(); });
             }
         }
         int n = poll(fds.data(), fds.size(), timeout_ms());
@@ -369,10 +503,29 @@ private:
             if (errno == EINTR) return;
             ccl::throw_errno("poll");
         }
-        if (fds[0].revents & POLLIN) on_signal();
-        for (size_t i = 0; i < streams.size(); ++i) {
-            if (fds[i + 1].revents) streams[i]->on_readable();
+        for (size_t i = 0; i < fds.size(); ++i) {
+            if (fds[i].revents) handlers[i](fds[i].revents);
         }
+    }
+
+    // Feeds an agent its job spec; an agent that is gone (EPIPE) is reaped as usual.
+    static void write_input(Child& c) {
+        ssize_t r = write(c.input.get(), c.pending.data(), c.pending.size());
+        if (r > 0) {
+            c.pending.erase(0, static_cast<size_t>(r));
+        } else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+            c.pending.clear();
+        }
+    }
+
+    // The agent's link to cclrun: anything that arrives is ignored; EOF means cclrun is stopping
+    // the job (or is gone), so the ranks stop, quietly: cclrun says why.
+    void on_parent_link() {
+        char buf[4096];
+        ssize_t r = read(settings_.parent_link.get(), buf, sizeof(buf));
+        if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) return;
+        settings_.parent_link.reset();
+        stop(kParentGone);
     }
 
     int timeout_ms() const {
@@ -383,7 +536,7 @@ private:
         if (!stopping_) consider(job_deadline_);
         consider(kill_deadline_);
         consider(drain_deadline_);
-        if (!next) return -1;  // a signal (SIGCHLD included) or output wakes us
+        if (!next) return -1;  // a signal (SIGCHLD included), output or the link wakes us
         auto ms = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
         return static_cast<int>(std::clamp<decltype(ms)>(ms, 0, 60'000));
     }
@@ -395,10 +548,10 @@ private:
             if (sig == SIGCHLD) {
                 reap();
             } else if (stopping_) {
-                say("got " + signal_name(sig) + " again; killing the ranks now");
+                say("got " + signal_name(sig) + " again; killing the " + settings_.noun + "s now");
                 kill_all(SIGKILL);
             } else {
-                say("got " + signal_name(sig) + "; stopping the ranks");
+                say("got " + signal_name(sig) + "; stopping the " + settings_.noun + "s");
                 stop(128 + sig);
             }
         }
@@ -409,69 +562,82 @@ private:
             int status = 0;
             pid_t pid = waitpid(-1, &status, WNOHANG);
             if (pid <= 0) return;  // 0: none left exited; -1 ECHILD: none left at all
-            auto it =
-                std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return r.pid == pid; });
-            if (it == ranks_.end()) continue;
+            auto it = std::find_if(children_.begin(), children_.end(),
+                                   [&](auto& c) { return c.pid == pid; });
+            if (it == children_.end()) continue;
             it->running = false;
+            it->input.reset();
+            it->pending.clear();
             int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            if (code == 0 || stopping_) continue;  // ranks we stopped are not failures
+            if (code == 0 || stopping_) continue;  // children we stopped are not failures
+            // What it said before it died (an agent: which rank failed) comes before our word.
+            for (auto& s : it->streams) s.drain_now();
             std::string how = WIFEXITED(status)
                                   ? "exited with status " + std::to_string(code)
                                   : "was killed by signal " + signal_name(WTERMSIG(status));
-            say("rank " + std::to_string(it->rank) + " (pid " + std::to_string(pid) + ") " + how +
-                stopping_note());
+            say(it->what + " " + how + stopping_note());
             stop(code);
         }
     }
 
     std::string stopping_note() const {
         size_t others =
-            std::count_if(ranks_.begin(), ranks_.end(), [](auto& r) { return r.running; });
-        return others ? "; stopping the other " + std::to_string(others) + " rank(s)" : "";
+            std::count_if(children_.begin(), children_.end(), [](auto& c) { return c.running; });
+        return others
+                   ? "; stopping the other " + std::to_string(others) + " " + settings_.noun + "(s)"
+                   : "";
     }
 
     void check_deadlines() {
         auto now = Clock::now();
         if (!stopping_ && job_deadline_ && now >= *job_deadline_) {
-            say("the job timed out after " + seconds_text(*timeout_s_) + " s; stopping the ranks");
+            say("the job timed out after " + seconds_text(*timeout_s_) + " s; stopping the " +
+                settings_.noun + "s");
             stop(kTimedOut);
         }
         if (kill_deadline_ && now >= *kill_deadline_) {
-            for (auto& r : ranks_) {
-                if (r.running) {
-                    say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) +
-                        ") did not stop within 2 s of SIGTERM; sending SIGKILL");
+            for (auto& c : children_) {
+                if (c.running) {
+                    std::string why = settings_.stop_signal ? signal_name(settings_.stop_signal)
+                                                            : std::string("its stdin closing");
+                    say(c.what + " did not stop within " + std::to_string(settings_.grace.count()) +
+                        " s of " + why + "; sending SIGKILL");
                 }
             }
             kill_all(SIGKILL);
             kill_deadline_.reset();
         }
         if (drain_deadline_ && now >= *drain_deadline_) {
-            // Every rank is gone but something they started keeps the output open: stop reading.
-            for (auto& r : ranks_) {
-                for (auto& s : r.streams) s.finish();
+            // Every child is gone but something they started keeps the output open: stop reading.
+            for (auto& c : children_) {
+                for (auto& s : c.streams) s.finish();
             }
         }
     }
 
-    // First cause wins: its status becomes cclrun's.
+    // First cause wins: its status becomes ours. Agents see their stdin close.
     void stop(int status) {
         if (stopping_) return;
         stopping_ = true;
         exit_status_ = status;
-        kill_all(SIGTERM);
-        kill_deadline_ = Clock::now() + kGrace;
+        for (auto& c : children_) {
+            c.input.reset();
+            c.pending.clear();
+        }
+        if (settings_.stop_signal) kill_all(settings_.stop_signal);
+        kill_deadline_ = Clock::now() + settings_.grace;
     }
 
     void kill_all(int sig) {
-        for (auto& r : ranks_) {
-            if (r.running) kill(r.pid, sig);  // an unreaped zombie ignores it harmlessly
+        for (auto& c : children_) {
+            if (c.running) kill(c.pid, sig);  // an unreaped zombie ignores it harmlessly
         }
     }
 
-    std::vector<Rank> ranks_;
+    std::vector<Child> children_;
     Fd signals_;
     std::optional<double> timeout_s_;
+    SupervisorSettings settings_;
     std::optional<Clock::time_point> job_deadline_;
     std::optional<Clock::time_point> kill_deadline_;
     std::optional<Clock::time_point> drain_deadline_;
@@ -507,32 +673,219 @@ void remove_leftover_segments(const std::vector<pid_t>& pids) {
     if (removed) say("removed " + std::to_string(removed) + " leftover shared-memory segment(s)");
 }
 
-int run_job(const Options& o) {
-    // Block the signals we handle before any thread (the KVS server's) or child exists, so that
-    // they arrive only through the signalfd; children unblock them before exec.
+// Blocks the signals we handle before any thread (the KVS server's) or child exists, so that they
+// arrive only through the returned signalfd; children unblock them before exec. SIGINT and
+// SIGTERM are reset to their default first (a script's background job starts with SIGINT
+// ignored, and an ignored signal never reaches a signalfd); an ignored SIGHUP (nohup) stays so.
+Fd handle_signals() {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    struct sigaction hup {};
+    sigaction(SIGHUP, nullptr, &hup);
     sigset_t handled;
     sigemptyset(&handled);
-    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, s);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&handled, s);
+    if (hup.sa_handler != SIG_IGN) sigaddset(&handled, SIGHUP);
     if (sigprocmask(SIG_BLOCK, &handled, nullptr) != 0) ccl::throw_errno("sigprocmask");
     Fd signals(signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
     if (!signals.valid()) ccl::throw_errno("signalfd");
     signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the supervisor (children reset it)
+    return signals;
+}
 
-    ccl::kvs::Server server(ccl::config().kvs_iface);
+// Kills and reaps what was started when starting the rest failed.
+void abandon(std::vector<Child>& started) {
+    for (auto& c : started) kill(c.pid, SIGKILL);
+    for (auto& c : started) waitpid(c.pid, nullptr, 0);
+}
 
-    std::vector<Rank> ranks;
+// Starts a host's (or this machine's) ranks. `spec` says which; output through pipes when
+// `capture` (an agent always captures: its stdout is its link's; ranks on this machine only with
+// --label). Throws ccl::Error when a pipe or fork fails, after killing those it started.
+std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int stdin_fd,
+                               const std::string& where) {
+    std::vector<Child> ranks;
     try {
-        for (int r = 0; r < o.nranks; ++r) ranks.push_back(start_rank(r, o, server.address()));
+        for (int l = 0; l < spec.local_size; ++l) {
+            int rank = spec.first_rank + l;
+            StartRequest req;
+            req.argv = spec.argv;
+            std::vector<std::string> set = spec.env;
+            for (auto& v : rank_variables(rank, spec.size, l, spec.local_size, spec.kvs_address)) {
+                set.push_back(std::move(v));
+            }
+            req.env = environment_with(set);
+            req.what = "rank " + std::to_string(rank);
+            req.exec_error = g_prefix + "rank " + std::to_string(rank) + where +
+                             ": cannot execute '" + spec.argv[0] + "': ";
+            req.stdin_fd = stdin_fd;
+            req.capture = capture;
+            req.prefix = spec.label ? "[" + std::to_string(rank) + "] " : "";
+            ranks.push_back(start_child(std::move(req)));
+            if (!where.empty()) ranks.back().what += where;
+        }
     } catch (const ccl::Error& e) {
         say(std::string("could not start all ranks: ") + e.what());
-        for (auto& r : ranks) kill(r.pid, SIGKILL);
-        for (auto& r : ranks) waitpid(r.pid, nullptr, 0);
+        abandon(ranks);
         std::vector<pid_t> pids;
         for (auto& r : ranks) pids.push_back(r.pid);
         remove_leftover_segments(pids);
+        throw;
+    }
+    return ranks;
+}
+
+int run_local(const Options& o) {
+    Fd signals = handle_signals();
+    ccl::kvs::Server server(ccl::config().kvs_iface);
+    cclrun::JobSpec spec;
+    spec.kvs_address = server.address();
+    spec.size = spec.local_size = o.nranks;
+    spec.label = o.label;
+    spec.argv = o.argv;
+    std::vector<Child> ranks;
+    try {
+        ranks = start_ranks(spec, o.label, -1, "");
+    } catch (const ccl::Error&) {
         return 1;
     }
-    Supervisor sup(std::move(ranks), std::move(signals), o.timeout_s);
+    Supervisor sup(std::move(ranks), std::move(signals), o.timeout_s, {});
+    int status = sup.run();
+    remove_leftover_segments(sup.pids());
+    return status;
+}
+
+// The variables that go to the ranks on every host: CCL_* and FI_* (but the job's own), and -x.
+std::vector<std::string> exported_environment(const Options& o) {
+    std::vector<std::string> out;
+    for (char** e = environ; *e; ++e) {
+        std::string_view kv(*e);
+        std::string_view name = kv.substr(0, kv.find('='));
+        if (name == "CCL_RANK" || name == "CCL_SIZE" || name == "CCL_KVS_ADDRESS") continue;
+        if (name.rfind("CCL_", 0) == 0 || name.rfind("FI_", 0) == 0) out.emplace_back(kv);
+    }
+    for (const auto& x : o.exports) {
+        if (x.find('=') != std::string::npos) {
+            out.push_back(x);
+        } else if (const char* v = std::getenv(x.c_str())) {
+            out.push_back(x + "=" + v);
+        } else {
+            throw BadUsage("-x " + x + ": " + x + " is not set here (use -x " + x + "=VALUE)");
+        }
+    }
+    return out;
+}
+
+std::string current_directory() {
+    std::vector<char> buf(4096);
+    if (!getcwd(buf.data(), buf.size())) ccl::throw_errno("getcwd");
+    return buf.data();
+}
+
+std::string own_executable() {
+    std::vector<char> buf(4096);
+    ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+    if (n <= 0) ccl::throw_errno("readlink /proc/self/exe");
+    return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+// Several hosts: an agent on each, started through the launcher command.
+int run_hosts(const Options& o) {
+    auto placements = cclrun::place_ranks(o.hosts, o.nranks, o.ppn);
+    int size = placements.back().first_rank + placements.back().nranks;
+    std::vector<std::string> env = exported_environment(o);
+    std::vector<std::string> agent_command = {own_executable(), "--agent"};
+    std::string cwd = current_directory();
+    cclrun::launcher_argv(o.launcher, "", {});  // a usage error before anything starts
+
+    Fd signals = handle_signals();
+    ccl::kvs::Server server(ccl::config().kvs_iface);
+    if (server.address().rfind("127.", 0) == 0 && placements.size() > 1) {
+        say("warning: the KVS is at a loopback address (" +
+            server.address().substr(0, server.address().find('/')) +
+            "): ranks on other hosts cannot reach it; set CCL_KVS_IFACE");
+    }
+    std::vector<Child> agents;
+    try {
+        for (const auto& p : placements) {
+            cclrun::JobSpec spec;
+            spec.host = p.host;
+            spec.kvs_address = server.address();
+            spec.cwd = cwd;
+            spec.size = size;
+            spec.first_rank = p.first_rank;
+            spec.local_size = p.nranks;
+            spec.label = o.label;
+            spec.env = env;
+            spec.argv = o.argv;
+            StartRequest req;
+            req.argv = cclrun::launcher_argv(o.launcher, p.host, agent_command);
+            req.env = environment_with({});
+            req.what = "the agent on " + p.host;
+            req.exec_error = g_prefix + "cannot start the agent on " + p.host +
+                             ": cannot execute '" + req.argv[0] + "': ";
+            req.with_input = true;
+            req.capture = true;  // relayed line by line: lines of different hosts never mix
+            Child c = start_child(std::move(req));
+            c.what = "the agent on " + p.host + " (" + rank_range(p.first_rank, p.nranks) +
+                     ", pid " + std::to_string(c.pid) + ")";
+            c.pending = cclrun::encode(spec);
+            agents.push_back(std::move(c));
+        }
+    } catch (const ccl::Error& e) {
+        say(std::string("could not start the agents: ") + e.what());
+        abandon(agents);
+        return 1;
+    }
+    SupervisorSettings settings;
+    settings.noun = "host";
+    settings.grace = kAgentGrace;
+    settings.stop_signal = 0;
+    Supervisor sup(std::move(agents), std::move(signals), o.timeout_s, std::move(settings));
+    return sup.run();
+}
+
+// Reads the job spec from stdin, waiting at most kSpecTimeout.
+cclrun::JobSpec read_spec() {
+    auto deadline = Clock::now() + kSpecTimeout;
+    std::string data;
+    for (;;) {
+        if (auto spec = cclrun::decode(data)) return *spec;
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) throw std::runtime_error("no job spec from cclrun on stdin within 30 s");
+        pollfd p{STDIN_FILENO, POLLIN, 0};
+        int n = poll(&p, 1, static_cast<int>(left));
+        if (n < 0 && errno != EINTR) ccl::throw_errno("poll");
+        if (n <= 0) continue;
+        char buf[16 << 10];
+        ssize_t r = read(STDIN_FILENO, buf, sizeof(buf));
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r < 0) ccl::throw_errno("read stdin");
+        if (r == 0) throw std::runtime_error("stdin closed before the job spec (cclrun is gone)");
+        data.append(buf, static_cast<size_t>(r));
+    }
+}
+
+// cclrun --agent: started on a host by cclrun, with the job spec on stdin.
+int run_agent() {
+    Fd signals = handle_signals();
+    cclrun::JobSpec spec = read_spec();
+    g_prefix = "cclrun@" + spec.host + ": ";
+    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+        say("cannot enter the working directory '" + spec.cwd + "': " + std::strerror(errno));
+        return 1;
+    }
+    Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!devnull.valid()) ccl::throw_errno("open /dev/null");
+    std::vector<Child> ranks;
+    try {
+        ranks = start_ranks(spec, true, devnull.get(), " on " + spec.host);
+    } catch (const ccl::Error&) {
+        return 1;
+    }
+    SupervisorSettings settings;
+    settings.parent_link = Fd(STDIN_FILENO);
+    Supervisor sup(std::move(ranks), std::move(signals), std::nullopt, std::move(settings));
     int status = sup.run();
     remove_leftover_segments(sup.pids());
     return status;
@@ -544,10 +897,8 @@ int main(int argc, char** argv) {
     std::optional<Options> opts;
     try {
         opts = parse_args(argc, argv);
-    } catch (const UsageError& e) {
-        say(e.message +
-            "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--] prog [args...]"
-            " (cclrun --help says more)");
+    } catch (const BadUsage& e) {
+        say(e.what() + std::string(kShortUsage));
         return kUsageError;
     }
     if (!opts) {
@@ -555,7 +906,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
-        return run_job(*opts);
+        if (opts->agent) return run_agent();
+        if (!opts->hosts.empty()) return run_hosts(*opts);
+        return run_local(*opts);
+    } catch (const BadUsage& e) {
+        say(e.what() + std::string(kShortUsage));
+        return kUsageError;
     } catch (const std::exception& e) {
         say(e.what());
         return 1;

@@ -9,9 +9,9 @@
 // carry the object's name and the allocation id, so another process maps the same memory; a
 // freed allocation's name is gone, so a stale handle cannot be opened.
 //
-// Work executes when it is submitted (immediate lists on append, regular lists on execute),
-// which is a valid Level Zero schedule: completion is only observed through events, fences and
-// synchronize calls.
+// Work runs in order on an engine thread per queue and per asynchronous immediate list (a
+// synchronous immediate list runs it before the append returns), so users must wait for events,
+// fences or queues as on a GPU: a missed wait reads stale data.
 #include <fcntl.h>
 #include <level_zero/ze_api.h>
 #include <level_zero/ze_ddi.h>
@@ -22,9 +22,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -57,12 +59,55 @@ struct Fence {
 };
 
 using Op = std::function<void()>;
+
+// Runs submitted work in order on its own thread, like a GPU engine.
+class Engine {
+public:
+    Engine() : thread_([this] { run(); }) {}
+    ~Engine() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();  // after the queued work: destroying a busy list waits for it
+    }
+    void push(Op op) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            ops_.push_back(std::move(op));
+        }
+        cv_.notify_all();
+    }
+
+private:
+    void run() {
+        for (;;) {
+            Op op;
+            {
+                std::unique_lock<std::mutex> lock(mu_);
+                cv_.wait(lock, [this] { return stop_ || !ops_.empty(); });
+                if (ops_.empty()) return;
+                op = std::move(ops_.front());
+                ops_.pop_front();
+            }
+            op();
+        }
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Op> ops_;
+    bool stop_ = false;
+    std::thread thread_;  // last: starts once the rest is built
+};
+
 struct CommandList {
     bool immediate = false;
-    std::vector<Op> ops;  // regular lists: recorded until executed
+    std::unique_ptr<Engine> engine;  // asynchronous immediate lists
+    std::vector<Op> ops;             // regular lists: recorded until executed
 };
 struct Queue {
-    int tag = 4;
+    Engine engine;
 };
 
 enum class Kind { host, shared, device, imported };
@@ -140,7 +185,9 @@ void wait_event(Event* e) {
 }
 
 void submit(CommandList* cl, Op op) {
-    if (cl->immediate)
+    if (cl->engine)
+        cl->engine->push(std::move(op));
+    else if (cl->immediate)
         op();
     else
         cl->ops.push_back(std::move(op));
@@ -442,6 +489,19 @@ ze_result_t MemCloseIpcHandle(ze_context_handle_t, const void* p) {
 
 // ---- command lists and queues ----
 
+// Polls until `done` or `timeout_ns` passes (UINT64_MAX: no limit, as the spec says).
+template <class F>
+ze_result_t host_wait(F done, uint64_t timeout_ns) {
+    auto start = std::chrono::steady_clock::now();
+    while (!done()) {
+        if (timeout_ns != UINT64_MAX &&
+            std::chrono::steady_clock::now() - start >= std::chrono::nanoseconds(timeout_ns))
+            return ZE_RESULT_NOT_READY;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
 ze_result_t ListCreate(ze_context_handle_t, ze_device_handle_t, const ze_command_list_desc_t*,
                        ze_command_list_handle_t* out) {
     *out = reinterpret_cast<ze_command_list_handle_t>(g_lists.add(std::make_unique<CommandList>()));
@@ -449,9 +509,11 @@ ze_result_t ListCreate(ze_context_handle_t, ze_device_handle_t, const ze_command
 }
 
 ze_result_t ListCreateImmediate(ze_context_handle_t, ze_device_handle_t,
-                                const ze_command_queue_desc_t*, ze_command_list_handle_t* out) {
+                                const ze_command_queue_desc_t* desc,
+                                ze_command_list_handle_t* out) {
     auto cl = std::make_unique<CommandList>();
     cl->immediate = true;
+    if (desc->mode != ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) cl->engine = std::make_unique<Engine>();
     *out = reinterpret_cast<ze_command_list_handle_t>(g_lists.add(std::move(cl)));
     return ZE_RESULT_SUCCESS;
 }
@@ -526,15 +588,25 @@ ze_result_t QueueDestroy(ze_command_queue_handle_t q) {
     return ZE_RESULT_SUCCESS;
 }
 
-ze_result_t QueueExecute(ze_command_queue_handle_t, uint32_t n, ze_command_list_handle_t* lists,
+ze_result_t QueueExecute(ze_command_queue_handle_t q, uint32_t n, ze_command_list_handle_t* lists,
                          ze_fence_handle_t fence) {
+    // The lists' work as it is now: the user may reset them once it has run.
+    std::vector<Op> ops;
     for (uint32_t i = 0; i < n; ++i)
-        for (Op& op : reinterpret_cast<CommandList*>(lists[i])->ops) op();
-    if (fence) reinterpret_cast<Fence*>(fence)->signaled.store(true, std::memory_order_release);
+        for (const Op& op : reinterpret_cast<CommandList*>(lists[i])->ops) ops.push_back(op);
+    auto* f = reinterpret_cast<Fence*>(fence);
+    reinterpret_cast<Queue*>(q)->engine.push([ops = std::move(ops), f] {
+        for (const Op& op : ops) op();
+        if (f) f->signaled.store(true, std::memory_order_release);
+    });
     return ZE_RESULT_SUCCESS;
 }
 
-ze_result_t QueueSynchronize(ze_command_queue_handle_t, uint64_t) { return ZE_RESULT_SUCCESS; }
+ze_result_t QueueSynchronize(ze_command_queue_handle_t q, uint64_t timeout) {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    reinterpret_cast<Queue*>(q)->engine.push([done] { done->store(true); });
+    return host_wait([done] { return done->load(); }, timeout);
+}
 
 // ---- events and fences ----
 
@@ -565,19 +637,6 @@ ze_result_t EventDestroy(ze_event_handle_t) { return ZE_RESULT_SUCCESS; }
 
 ze_result_t EventHostSignal(ze_event_handle_t e) {
     reinterpret_cast<Event*>(e)->signaled.store(true, std::memory_order_release);
-    return ZE_RESULT_SUCCESS;
-}
-
-// Polls until `done` or `timeout_ns` passes (UINT64_MAX: no limit, as the spec says).
-template <class F>
-ze_result_t host_wait(F done, uint64_t timeout_ns) {
-    auto start = std::chrono::steady_clock::now();
-    while (!done()) {
-        if (timeout_ns != UINT64_MAX &&
-            std::chrono::steady_clock::now() - start >= std::chrono::nanoseconds(timeout_ns))
-            return ZE_RESULT_NOT_READY;
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
     return ZE_RESULT_SUCCESS;
 }
 

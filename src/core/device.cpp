@@ -25,7 +25,8 @@ namespace {
 // The Level Zero functions ccl calls, looked up in the loader.
 #define CCL_ZE_FUNCTIONS(X)                                                                        \
     X(zeInit)                                                                                      \
-    X(zeDriverGet) X(zeDeviceGet) X(zeDeviceGetCommandQueueGroupProperties) X(zeContextCreate)     \
+    X(zeDriverGet)                                                                                 \
+    X(zeDeviceGet) X(zeDeviceGetCommandQueueGroupProperties) X(zeContextCreate)                    \
         X(zeContextDestroy) X(zeMemGetAllocProperties) X(zeMemGetAddressRange) X(zeMemAllocHost)   \
             X(zeMemFree) X(zeMemGetIpcHandle) X(zeMemOpenIpcHandle) X(zeMemCloseIpcHandle)         \
                 X(zeCommandListCreate) X(zeCommandListCreateImmediate) X(zeCommandListClose)       \
@@ -501,62 +502,103 @@ void Stream::copy(const std::vector<CopyOp>& ops, std::chrono::steady_clock::tim
     }
 }
 
-IpcRecord ipc_record(const void* p) {
+namespace {
+
+// Handles of this process's allocations (by base), and peers' allocations opened here.
+struct IpcState {
+    struct Own {
+        uint64_t id;
+        IpcRecord rec;
+    };
+    struct Opened {
+        uint64_t owner, id, base, size;
+        ze_context_handle_t context;
+        void* mapped;
+    };
+    std::mutex mu;
+    std::map<uint64_t, Own> own;
+    std::vector<Opened> opened;  // oldest first
+    size_t opens = 0;
+    ~IpcState() {
+        // At exit after the runtime shut down, the mappings go with the process.
+        if (g_runtime && !rt().down())
+            for (const Opened& o : opened) api().zeMemCloseIpcHandle(o.context, o.mapped);
+    }
+};
+IpcState& ipc() {
+    static IpcState s;
+    return s;
+}
+constexpr size_t kMaxOpened = 64;
+
+}  // namespace
+
+IpcRecord ipc_record(const void* p, const MemInfo& info) {
     require_enabled("IPC");
-    MemInfo info = classify(p);
-    IpcRecord rec{};
     ze_context_handle_t ctx = rt().context_of(static_cast<ze_device_handle_t>(info.device));
     void* base = nullptr;
     size_t size = 0;
     ZE_CHECK(zeMemGetAddressRange, ctx, p, &base, &size);
+    const auto b = reinterpret_cast<uintptr_t>(base);
+    const uint64_t offset = uint64_t(static_cast<const char*>(p) - static_cast<const char*>(base));
+    IpcState& st = ipc();
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (auto it = st.own.find(b);
+        it != st.own.end() && it->second.id == info.id && it->second.rec.size == size) {
+        IpcRecord rec = it->second.rec;
+        rec.offset = offset;
+        return rec;
+    }
     ze_ipc_mem_handle_t h;
     ZE_CHECK(zeMemGetIpcHandle, ctx, base, &h);
+    IpcRecord rec;
     static_assert(sizeof(h.data) == sizeof(rec.handle));
     std::memcpy(rec.handle, h.data, sizeof(rec.handle));
+    rec.owner = uint64_t(::getpid());
     rec.id = info.id;
-    rec.base = reinterpret_cast<uintptr_t>(base);
+    rec.base = b;
     rec.size = size;
-    rec.offset = uint64_t(static_cast<const char*>(p) - static_cast<const char*>(base));
+    st.own[b] = {info.id, rec};
+    rec.offset = offset;
     return rec;
 }
 
-IpcCache::IpcCache(void* device) : device_(device) {}
-
-IpcCache::~IpcCache() {
-    for (const Entry& e : entries_) close(e);
-}
-
-void IpcCache::close(const Entry& e) {
-    api().zeMemCloseIpcHandle(rt().context_of(static_cast<ze_device_handle_t>(device_)), e.mapped);
-}
-
-void* IpcCache::open(int peer, const IpcRecord& rec) {
-    for (const Entry& e : entries_)
-        if (e.peer == peer && e.id == rec.id && e.base == rec.base && e.size == rec.size)
-            return static_cast<char*>(e.mapped) + rec.offset;
-    // An entry of this peer over the same addresses with another id: the peer freed that memory
-    // (and maybe allocated again there). Its old mapping is never used again.
-    std::erase_if(entries_, [&](const Entry& e) {
-        bool stale = e.peer == peer && e.base < rec.base + rec.size && rec.base < e.base + e.size;
-        if (stale) close(e);
+void* ipc_open(const IpcRecord& rec, void* device) {
+    require_enabled("IPC");
+    auto dev = static_cast<ze_device_handle_t>(device);
+    IpcState& st = ipc();
+    std::lock_guard<std::mutex> lock(st.mu);
+    for (const auto& o : st.opened)
+        if (o.owner == rec.owner && o.id == rec.id && o.base == rec.base && o.size == rec.size)
+            return static_cast<char*>(o.mapped) + rec.offset;
+    // An entry of this owner over the same addresses with another id: the owner freed that
+    // memory (and maybe allocated again there). Its old mapping is never used again.
+    std::erase_if(st.opened, [&](const IpcState::Opened& o) {
+        bool stale =
+            o.owner == rec.owner && o.base < rec.base + rec.size && rec.base < o.base + o.size;
+        if (stale) api().zeMemCloseIpcHandle(o.context, o.mapped);
         return stale;
     });
-    constexpr size_t kMaxEntries = 64;
-    if (entries_.size() >= kMaxEntries) {
-        close(entries_.front());
-        entries_.erase(entries_.begin());
+    if (st.opened.size() >= kMaxOpened) {
+        api().zeMemCloseIpcHandle(st.opened.front().context, st.opened.front().mapped);
+        st.opened.erase(st.opened.begin());
     }
     ze_ipc_mem_handle_t h;
     std::memcpy(h.data, rec.handle, sizeof(h.data));
-    auto dev = static_cast<ze_device_handle_t>(device_);
+    ze_context_handle_t ctx = rt().context_of(dev);
     void* mapped = nullptr;
-    ze_result_t r = api().zeMemOpenIpcHandle(rt().context_of(dev), dev, h, 0, &mapped);
+    ze_result_t r = api().zeMemOpenIpcHandle(ctx, dev, h, 0, &mapped);
     if (r != ZE_RESULT_SUCCESS)
-        throw Error(CCL_ERROR_SYSTEM, ze_error("zeMemOpenIpcHandle", r) + " for rank " +
-                                          std::to_string(peer) + "'s buffer");
-    ++opens_;
-    entries_.push_back({peer, rec.id, rec.base, rec.size, mapped});
+        throw Error(CCL_ERROR_SYSTEM, ze_error("zeMemOpenIpcHandle", r) + " for process " +
+                                          std::to_string(rec.owner) + "'s device buffer");
+    ++st.opens;
+    st.opened.push_back({rec.owner, rec.id, rec.base, rec.size, ctx, mapped});
     return static_cast<char*>(mapped) + rec.offset;
+}
+
+size_t ipc_opens() {
+    std::lock_guard<std::mutex> lock(ipc().mu);
+    return ipc().opens;
 }
 
 }  // namespace ccl::ze

@@ -105,39 +105,24 @@ private:
 // Throws CCL_ERROR_UNSUPPORTED with why when XPU support is off.
 void require_enabled(const char* what);
 
-// IPC: a handle for the allocation holding p (its base, offset and id), and opening a peer's.
+// IPC: what a peer needs to open this process's device buffer p (the handle of its allocation,
+// the allocation's identity and the buffer's offset in it). Handles of this process's
+// allocations are asked for once per allocation id.
 struct IpcRecord {
-    char handle[64];      // ze_ipc_mem_handle_t
-    uint64_t id = 0;      // the allocation's id (never reused)
-    uint64_t base = 0;    // the allocation's base address in its owner's process
-    uint64_t size = 0;    // the allocation's size
-    uint64_t offset = 0;  // of the buffer in the allocation
+    char handle[64] = {};  // ze_ipc_mem_handle_t
+    uint64_t owner = 0;    // the owner's pid
+    uint64_t id = 0;       // the allocation's id (never reused)
+    uint64_t base = 0;     // the allocation's base address in its owner's process
+    uint64_t size = 0;     // the allocation's size
+    uint64_t offset = 0;   // of the buffer in the allocation
 };
-IpcRecord ipc_record(const void* p);
+IpcRecord ipc_record(const void* p, const MemInfo& info);
 
-// Peers' allocations opened through IPC handles, kept open for reuse. An entry is reused only for
-// the same peer, allocation id, base and size: memory the peer freed or reallocated has a new id,
-// so its stale mapping is closed and the new handle opened.
-class IpcCache {
-public:
-    explicit IpcCache(void* device);
-    ~IpcCache();
-    IpcCache(const IpcCache&) = delete;
-    IpcCache& operator=(const IpcCache&) = delete;
-    // The peer's buffer (base + offset) mapped in this process.
-    void* open(int peer, const IpcRecord& rec);
-    size_t opens() const { return opens_; }  // handles opened so far (for tests and logs)
-
-private:
-    struct Entry {
-        int peer;
-        uint64_t id, base, size;
-        void* mapped;
-    };
-    void close(const Entry& e);
-    void* device_;
-    std::vector<Entry> entries_;
-    size_t opens_ = 0;
-};
+// A peer's buffer mapped in this process, from the process-wide cache of opened handles. An entry
+// is reused only for the same owner, allocation id, base and size: memory the peer freed or
+// reallocated has a new id, so the stale mapping is closed, never used, and the new handle opened.
+// `device`: the device this process copies on.
+void* ipc_open(const IpcRecord& rec, void* device);
+size_t ipc_opens();  // handles opened so far in this process (tests, logs)
 
 }  // namespace ccl::ze

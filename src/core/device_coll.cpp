@@ -59,6 +59,26 @@ std::chrono::steady_clock::time_point deadline(double seconds) {
                std::chrono::duration<double>(seconds));
 }
 
+// Forwards an inner task's wait to the coroutine that drives it.
+struct Delegate {
+    Waiter* w;
+    bool await_ready() { return w->ready(); }
+    void await_suspend(Task::Handle h) { h.promise().waiting = w; }
+    void await_resume() {}
+};
+
+// Runs steps to the end inside another step, waiting as they wait.
+Task run_steps(std::vector<Step> steps, const Buffers& bufs) {
+    for (const Step& step : steps) {
+        Task t = step.start(bufs);
+        for (;;) {
+            t.resume();
+            if (t.done()) break;
+            co_await Delegate{t.waiting()};
+        }
+    }
+}
+
 // The copies run inside the call's execution (after the calls issued before it on the
 // communicator), on whatever thread runs it. They wait for the copy engine without yielding to
 // other work: a copy is short next to the collective.
@@ -70,6 +90,136 @@ Task copy_step(std::shared_ptr<Staging> st, bool in) {
     co_return;
 }
 
+// ---- device to device through IPC handles (CCL_ZE_IPC) ----
+
+// What each rank tells the others before an IPC collective: whether it can take part (its
+// buffers are device memory), and how to open the buffer the others read.
+struct IpcSlot {
+    uint32_t ok = 0;
+    uint32_t pad = 0;
+    IpcRecord rec;
+};
+
+struct IpcCall {
+    CollSignature sig;
+    int rank = 0, size = 0;
+    Buffers user;                // the call's own buffers
+    IpcSlot mine;                // sent
+    std::vector<IpcSlot> all;    // received
+    std::vector<Step> exchange;  // the host allgather of the slots
+    std::vector<Step> barrier;   // after the copies: nobody's buffer is read any more
+    std::vector<Step> staged;    // the staged schedule's steps, when some rank cannot
+    void* device = nullptr;      // this rank's device, for copies and opening handles
+    double timeout_s = 0;
+};
+
+bool ipc_collective(const CollSignature& sig) {
+    return (sig.coll == CollType::broadcast || sig.coll == CollType::allgather ||
+            sig.coll == CollType::allgatherv || sig.coll == CollType::alltoall) &&
+           sig.count > 0;
+}
+
+// This rank's copies: from the peers' buffers (opened through their handles) into its recv.
+std::vector<CopyOp> ipc_copies(const IpcCall& c) {
+    const size_t es = dtype_size(c.sig.dtype), n = size_t(c.size), r = size_t(c.rank);
+    auto peer = [&](size_t q) { return static_cast<char*>(ipc_open(c.all[q].rec, c.device)); };
+    char* recv = static_cast<char*>(c.user.recv);
+    const char* send = static_cast<const char*>(c.user.send);
+    std::vector<CopyOp> ops;
+    switch (c.sig.coll) {
+        case CollType::broadcast:
+            if (c.rank != c.sig.root)
+                ops.push_back({recv, peer(size_t(c.sig.root)), c.sig.count * es});
+            break;
+        case CollType::allgather:
+        case CollType::allgatherv: {
+            size_t off = 0;
+            for (size_t q = 0; q < n; ++q) {
+                size_t bytes =
+                    (c.sig.coll == CollType::allgather ? c.sig.count : c.user.counts[q]) * es;
+                if (bytes && q != r) ops.push_back({recv + off, peer(q), bytes});
+                if (bytes && q == r && send != recv + off) ops.push_back({recv + off, send, bytes});
+                off += bytes;
+            }
+            break;
+        }
+        case CollType::alltoall: {
+            const size_t bytes = c.sig.count * es;
+            for (size_t q = 0; q < n; ++q)
+                ops.push_back(
+                    {recv + q * bytes, q == r ? send + r * bytes : peer(q) + r * bytes, bytes});
+            break;
+        }
+        default: break;
+    }
+    return ops;
+}
+
+// Every rank learns whether all can copy device to device; all do, or all run the staged
+// schedule. After the copies a barrier: a rank's buffer may change once it returns.
+Task ipc_step(std::shared_ptr<IpcCall> c) {
+    bool all_ok = true;
+    for (const IpcSlot& s : c->all) all_ok = all_ok && s.ok;
+    if (!all_ok) {
+        Task t = run_steps(c->staged, c->user);
+        for (;;) {
+            t.resume();
+            if (t.done()) co_return;
+            co_await Delegate{t.waiting()};
+        }
+    }
+    copier_for(c->device).copy(ipc_copies(*c), deadline(c->timeout_s));
+    Task t = run_steps(c->barrier, c->user);
+    for (;;) {
+        t.resume();
+        if (t.done()) co_return;
+        co_await Delegate{t.waiting()};
+    }
+}
+
+std::shared_ptr<const Schedule> ipc_schedule(Communicator& comm, const CollSignature& sig,
+                                             const Buffers& bufs, const Region& s, const Region& r,
+                                             std::shared_ptr<const Schedule> staged) {
+    auto c = std::make_shared<IpcCall>();
+    c->sig = sig;
+    c->rank = comm.rank();
+    c->size = comm.size();
+    c->user = bufs;
+    c->timeout_s = comm.config().timeout_s;
+    c->all.resize(size_t(comm.size()));
+    c->staged = staged->steps;
+    // What peers read: the root's buffer, or every rank's send buffer.
+    const Region& src = sig.coll == CollType::broadcast ? r : s;
+    bool ok = r.bytes == 0 || r.device();
+    ok = ok && (src.bytes == 0 || src.device());
+    // In-place alltoall would overwrite what peers still read.
+    if (sig.coll == CollType::alltoall && s.overlaps(r)) ok = false;
+    if (ok) {
+        c->device = r.bytes ? r.info.device : src.info.device;
+        if (!c->device) ok = false;
+    }
+    if (ok && src.bytes) c->mine.rec = ipc_record(src.p, src.info);
+    c->mine.ok = ok;
+    c->exchange =
+        comm.schedule_for({CollType::allgather, sizeof(IpcSlot), CCL_UINT8, CCL_SUM, 0}, {})->steps;
+    c->barrier = comm.schedule_for(CollSignature{}, {})->steps;
+    auto sched = std::make_shared<Schedule>();
+    sched->sig = sig;
+    sched->steps.push_back({"ze/ipc_exchange", [c](const Buffers&) {
+                                return run_steps(c->exchange, Buffers{&c->mine, c->all.data(), {}});
+                            }});
+    sched->steps.push_back({"ze/ipc_copy", [c](const Buffers&) { return ipc_step(c); }});
+    return sched;
+}
+
+}  // namespace
+
+namespace {
+// A schedule that stages the call's device buffers (or orders it on a stream), or nullptr.
+std::shared_ptr<const Schedule> device_schedule_staged(Communicator& comm,
+                                                       const std::shared_ptr<const Schedule>& host,
+                                                       const Buffers& bufs, const Region& s,
+                                                       const Region& r, Copier* stream);
 }  // namespace
 
 bool has_device_buffer(const CollSignature& sig, const Buffers& bufs, int rank, int size) {
@@ -91,6 +241,23 @@ std::shared_ptr<const Schedule> device_schedule(Communicator& comm,
     }
     Region s{static_cast<const char*>(bufs.send), ext.send, classify(bufs.send)};
     Region r{static_cast<const char*>(bufs.recv), ext.recv, classify(bufs.recv)};
+    // With IPC every rank takes part in the exchange, whatever its buffers: ranks must agree.
+    const bool ipc =
+        comm.config().ze_ipc && !stream && comm.size() > 1 && ipc_collective(host->sig);
+    if (!s.device() && !r.device() && !stream && !ipc) return nullptr;
+    if (ipc) {
+        auto staged = device_schedule_staged(comm, host, bufs, s, r, nullptr);
+        return ipc_schedule(comm, host->sig, bufs, s, r, staged ? staged : host);
+    }
+    return device_schedule_staged(comm, host, bufs, s, r, stream);
+}
+
+namespace {
+
+std::shared_ptr<const Schedule> device_schedule_staged(Communicator& comm,
+                                                       const std::shared_ptr<const Schedule>& host,
+                                                       const Buffers& bufs, const Region& s,
+                                                       const Region& r, Copier* stream) {
     if (!s.device() && !r.device() && !stream) return nullptr;
 
     auto st = std::make_shared<Staging>();
@@ -148,5 +315,7 @@ std::shared_ptr<const Schedule> device_schedule(Communicator& comm,
             {"ze/stage_out", [st](const Buffers&) { return copy_step(st, false); }});
     return wrapped;
 }
+
+}  // namespace
 
 }  // namespace ccl::ze

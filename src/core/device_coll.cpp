@@ -68,7 +68,7 @@ struct Delegate {
 };
 
 // Runs steps to the end inside another step, waiting as they wait.
-Task run_steps(std::vector<Step> steps, const Buffers& bufs) {
+Task run_steps(std::vector<Step> steps, Buffers bufs) {  // by value: kept in the frame
     for (const Step& step : steps) {
         Task t = step.start(bufs);
         for (;;) {

@@ -23,19 +23,20 @@ namespace ccl::ze {
 namespace {
 
 // The Level Zero functions ccl calls, looked up in the loader.
-#define CCL_ZE_FUNCTIONS(X)                                                                        \
-    X(zeInit)                                                                                      \
-    X(zeDriverGet)                                                                                 \
-    X(zeDeviceGet) X(zeDeviceGetCommandQueueGroupProperties) X(zeContextCreate)                    \
-        X(zeContextDestroy) X(zeMemGetAllocProperties) X(zeMemGetAddressRange) X(zeMemAllocHost)   \
-            X(zeMemFree) X(zeMemGetIpcHandle) X(zeMemOpenIpcHandle) X(zeMemCloseIpcHandle)         \
-                X(zeCommandListCreate) X(zeCommandListCreateImmediate) X(zeCommandListClose)       \
-                    X(zeCommandListReset) X(zeCommandListDestroy) X(zeCommandListAppendMemoryCopy) \
-                        X(zeCommandListAppendBarrier) X(zeCommandQueueExecuteCommandLists)         \
-                            X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate)            \
-                                X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostReset)    \
-                                    X(zeFenceCreate) X(zeFenceDestroy) X(zeFenceHostSynchronize)   \
-                                        X(zeFenceReset)
+#define CCL_ZE_FUNCTIONS(X)                                                                    \
+    X(zeInit)                                                                                  \
+    X(zeDriverGet)                                                                             \
+    X(zeDeviceGet)                                                                             \
+    X(zeDeviceGetCommandQueueGroupProperties)                                                  \
+    X(zeContextCreate) X(zeContextDestroy) X(zeMemGetAllocProperties) X(zeMemGetAddressRange)  \
+        X(zeMemAllocHost) X(zeMemFree) X(zeMemGetIpcHandle) X(zeMemOpenIpcHandle)              \
+            X(zeMemCloseIpcHandle) X(zeCommandListCreate) X(zeCommandListCreateImmediate)      \
+                X(zeCommandListClose) X(zeCommandListReset) X(zeCommandListDestroy)            \
+                    X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendBarrier)             \
+                        X(zeCommandQueueExecuteCommandLists) X(zeEventPoolCreate)              \
+                            X(zeEventPoolDestroy) X(zeEventCreate) X(zeEventDestroy)           \
+                                X(zeEventHostSynchronize) X(zeEventHostReset) X(zeFenceCreate) \
+                                    X(zeFenceDestroy) X(zeFenceHostSynchronize) X(zeFenceReset)
 
 struct Api {
 #define CCL_ZE_MEMBER(name) decltype(&::name) name = nullptr;
@@ -255,6 +256,18 @@ public:
         std::lock_guard<std::mutex> lock(mu_);  // user threads and progress workers share it
         copy_on_list(list_, event_, ops, deadline);
     }
+    bool can_append() const override { return true; }
+    void append(const std::vector<CopyOp>& ops, void* signal) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto ev = static_cast<ze_event_handle_t>(signal);
+        if (ops.empty()) {
+            ZE_CHECK(zeCommandListAppendBarrier, list_, ev, 0, nullptr);
+            return;
+        }
+        for (size_t i = 0; i < ops.size(); ++i)
+            ZE_CHECK(zeCommandListAppendMemoryCopy, list_, ops[i].dst, ops[i].src, ops[i].bytes,
+                     i + 1 == ops.size() ? ev : nullptr, 0, nullptr);
+    }
 
 private:
     std::mutex mu_;
@@ -263,6 +276,46 @@ private:
 };
 
 }  // namespace
+
+void Copier::append(const std::vector<CopyOp>&, void*) {
+    throw Error(CCL_ERROR_INTERNAL, "this copier cannot append copies without waiting");
+}
+
+CopyEvents::CopyEvents(void* device, size_t n) {
+    require_enabled("device copies");
+    ze_context_handle_t ctx = rt().context_of(static_cast<ze_device_handle_t>(device));
+    if (!ctx) throw Error(CCL_ERROR_INVALID_ARGUMENT, "a buffer is on a device ccl cannot see");
+    ze_event_pool_desc_t pd{ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, nullptr,
+                            ZE_EVENT_POOL_FLAG_HOST_VISIBLE, uint32_t(n)};
+    ze_event_pool_handle_t pool = nullptr;
+    ZE_CHECK(zeEventPoolCreate, ctx, &pd, 0, nullptr, &pool);
+    pool_ = pool;
+    for (size_t i = 0; i < n; ++i) {
+        ze_event_desc_t ed{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, uint32_t(i),
+                           ZE_EVENT_SCOPE_FLAG_HOST, ZE_EVENT_SCOPE_FLAG_HOST};
+        ze_event_handle_t ev = nullptr;
+        if (ze_result_t r = api().zeEventCreate(pool, &ed, &ev); r != ZE_RESULT_SUCCESS) {
+            release();  // what was made so far
+            check("zeEventCreate", r);
+        }
+        events_.push_back(ev);
+    }
+}
+
+CopyEvents::~CopyEvents() { release(); }
+
+void CopyEvents::release() {
+    for (void* e : events_) api().zeEventDestroy(static_cast<ze_event_handle_t>(e));
+    events_.clear();
+    if (pool_) api().zeEventPoolDestroy(static_cast<ze_event_pool_handle_t>(pool_));
+    pool_ = nullptr;
+}
+
+void* CopyEvents::get(size_t i) const { return events_.at(i); }
+
+void CopyEvents::wait(size_t i, std::chrono::steady_clock::time_point deadline) const {
+    wait_event(static_cast<ze_event_handle_t>(events_.at(i)), deadline, "a device copy");
+}
 
 const char* mem_kind_name(MemKind kind) {
     switch (kind) {

@@ -66,6 +66,28 @@ public:
     // Level Zero fails.
     virtual void copy(const std::vector<CopyOp>& ops,
                       std::chrono::steady_clock::time_point deadline) = 0;
+    // Whether append() works (ccl's own copiers; streams copy synchronously only).
+    virtual bool can_append() const { return false; }
+    // Appends the copies without waiting; `signal` (from CopyEvents of the copier's device) is
+    // signalled once they are done.
+    virtual void append(const std::vector<CopyOp>& ops, void* signal);
+};
+
+// Events for copies in flight (pipelined staging): host-visible, on a device's context in ccl.
+class CopyEvents {
+public:
+    CopyEvents(void* device, size_t n);
+    ~CopyEvents();
+    CopyEvents(const CopyEvents&) = delete;
+    CopyEvents& operator=(const CopyEvents&) = delete;
+    void* get(size_t i) const;
+    // Waits for event i until the deadline (CCL_ERROR_TIMEOUT past it).
+    void wait(size_t i, std::chrono::steady_clock::time_point deadline) const;
+
+private:
+    void release();
+    void* pool_ = nullptr;
+    std::vector<void*> events_;
 };
 
 // ccl's copier for a device (in ccl's own context), shared by every call on it.

@@ -6,6 +6,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/reduce.h"
 
 namespace ccl::ze {
@@ -212,6 +213,131 @@ std::shared_ptr<const Schedule> ipc_schedule(Communicator& comm, const CollSigna
     return sched;
 }
 
+// ---- pipelined staging of large allreduces and broadcasts ----
+
+// The call runs as a sequence of chunk-sized host collectives; the copy engine brings chunk k+1
+// in and takes chunk k-1 out while the host works on chunk k.
+struct Pipeline {
+    size_t count = 0, chunk = 0, es = 0, nchunks = 0;  // elements
+    std::vector<Step> full, last;  // the host steps of a full chunk and of the last one
+    const char* host_send = nullptr;
+    char* host_recv = nullptr;
+    std::optional<HostBuffer> send_buf, recv_buf;
+    const char* dev_send = nullptr;  // copied in from, chunk by chunk (nullptr: nothing to copy)
+    char* dev_recv = nullptr;        // copied out to
+    Copier* copy_in = nullptr;
+    Copier* copy_out = nullptr;
+    std::optional<CopyEvents> in_done, out_done;  // per chunk, when the copier can append
+    double timeout_s = 0;
+};
+
+bool pipelined(const Communicator& comm, const CollSignature& sig) {
+    return (sig.coll == CollType::allreduce || sig.coll == CollType::broadcast) &&
+           comm.size() > 1 && sig.count * dtype_size(sig.dtype) > comm.config().ze_pipeline_chunk;
+}
+
+Task pipeline_step(std::shared_ptr<Pipeline> p) {
+    const bool async_in = p->dev_send && p->in_done, async_out = p->dev_recv && p->out_done;
+    auto range = [&](size_t k) {
+        size_t first = k * p->chunk;
+        return std::pair<size_t, size_t>{first * p->es,
+                                         std::min(p->chunk, p->count - first) * p->es};
+    };
+    auto start_in = [&](size_t k) {
+        if (!p->dev_send) return;
+        auto [off, len] = range(k);
+        std::vector<CopyOp> ops{{const_cast<char*>(p->host_send) + off, p->dev_send + off, len}};
+        if (async_in)
+            p->copy_in->append(ops, p->in_done->get(k));
+        else
+            p->copy_in->copy(ops, deadline(p->timeout_s));
+    };
+    start_in(0);
+    for (size_t k = 0; k < p->nchunks; ++k) {
+        if (async_in) p->in_done->wait(k, deadline(p->timeout_s));
+        if (k + 1 < p->nchunks) start_in(k + 1);
+        auto [off, len] = range(k);
+        Task t = run_steps(k + 1 == p->nchunks ? p->last : p->full,
+                           Buffers{p->host_send + off, p->host_recv + off, {}});
+        for (;;) {
+            t.resume();
+            if (t.done()) break;
+            co_await Delegate{t.waiting()};
+        }
+        if (!p->dev_recv) continue;
+        std::vector<CopyOp> ops{{p->dev_recv + off, p->host_recv + off, len}};
+        if (async_out)
+            p->copy_out->append(ops, p->out_done->get(k));
+        else
+            p->copy_out->copy(ops, deadline(p->timeout_s));
+    }
+    if (async_out)
+        for (size_t k = 0; k < p->nchunks; ++k) p->out_done->wait(k, deadline(p->timeout_s));
+}
+
+Task stream_wait(Copier* stream, double timeout_s) {
+    stream->copy({}, deadline(timeout_s));
+    co_return;
+}
+
+std::shared_ptr<const Schedule> pipeline_schedule(Communicator& comm, const CollSignature& sig,
+                                                  const Buffers& bufs, const Region& s,
+                                                  const Region& r, Copier* stream) {
+    auto p = std::make_shared<Pipeline>();
+    p->count = sig.count;
+    p->es = dtype_size(sig.dtype);
+    p->chunk = std::max<size_t>(1, comm.config().ze_pipeline_chunk / p->es);
+    p->nchunks = (p->count + p->chunk - 1) / p->chunk;
+    p->timeout_s = comm.config().timeout_s;
+    CollSignature chunk_sig = sig;
+    chunk_sig.count = p->chunk;
+    p->full = comm.schedule_for(chunk_sig, {})->steps;
+    chunk_sig.count = p->count - (p->nchunks - 1) * p->chunk;
+    p->last = comm.schedule_for(chunk_sig, {})->steps;
+
+    p->host_send = static_cast<const char*>(bufs.send);
+    p->host_recv = static_cast<char*>(bufs.recv);
+    const bool bcast = sig.coll == CollType::broadcast, root = comm.rank() == sig.root;
+    if (s.device() && r.device() && s.p == r.p) {
+        // In place (and every broadcast): one host copy; in unless a broadcast's receiver, out
+        // unless its root.
+        p->recv_buf.emplace(r.bytes);
+        p->host_send = p->host_recv = p->recv_buf->data();
+        if (!bcast || root) p->dev_send = s.p;
+        if (!bcast || !root) p->dev_recv = const_cast<char*>(r.p);
+    } else {
+        if (s.device()) {
+            p->send_buf.emplace(s.bytes);
+            p->host_send = p->send_buf->data();
+            p->dev_send = s.p;
+        }
+        if (r.device()) {
+            p->recv_buf.emplace(r.bytes);
+            p->host_recv = p->recv_buf->data();
+            p->dev_recv = const_cast<char*>(r.p);
+        }
+    }
+    if (p->dev_send) {
+        p->copy_in = stream ? stream : &copier_for(s.info.device);
+        if (p->copy_in->can_append()) p->in_done.emplace(s.info.device, p->nchunks);
+    }
+    if (p->dev_recv) {
+        p->copy_out = stream ? stream : &copier_for(r.info.device);
+        if (p->copy_out->can_append()) p->out_done.emplace(r.info.device, p->nchunks);
+    }
+    log().debug("XPU: {} staged in {} chunks of {} elements{}", sig.describe(), p->nchunks,
+                p->chunk, p->in_done || p->out_done ? ", copies overlapped" : "");
+    auto sched = std::make_shared<Schedule>();
+    sched->sig = sig;
+    // A stream's earlier work comes first even when this rank copies nothing in.
+    if (stream && !p->dev_send)
+        sched->steps.push_back({"ze/stream_wait", [stream, t = p->timeout_s](const Buffers&) {
+                                    return stream_wait(stream, t);
+                                }});
+    sched->steps.push_back({"ze/pipeline", [p](const Buffers&) { return pipeline_step(p); }});
+    return sched;
+}
+
 }  // namespace
 
 namespace {
@@ -249,6 +375,8 @@ std::shared_ptr<const Schedule> device_schedule(Communicator& comm,
         auto staged = device_schedule_staged(comm, host, bufs, s, r, nullptr);
         return ipc_schedule(comm, host->sig, bufs, s, r, staged ? staged : host);
     }
+    // Decided from the signature alone, so that every rank splits the call the same way.
+    if (pipelined(comm, host->sig)) return pipeline_schedule(comm, host->sig, bufs, s, r, stream);
     return device_schedule_staged(comm, host, bufs, s, r, stream);
 }
 

@@ -306,7 +306,7 @@ TEST_F(Xpu, StreamOrdersWithUserWork) {
     CCL_OK(ccl_stream_create_ze(CCL_STREAM_ZE_IMMEDIATE_COMMAND_LIST, e.context, e.device, list,
                                 &stream));
 
-    const size_t count = 3000;
+    const size_t count = 30000;  // above CCL_ZE_PIPELINE_CHUNK in the tests: chunk by chunk
     const uint64_t seed = 1100;
     std::vector<char> in(count * kEs), zeros(count * kEs, 0);
     fill(in.data(), count, kT, g_rank, seed);

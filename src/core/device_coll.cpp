@@ -97,7 +97,7 @@ Task copy_step(std::shared_ptr<Staging> st, bool in) {
 // buffers are device memory), and how to open the buffer the others read.
 struct IpcSlot {
     uint32_t ok = 0;
-    uint32_t pad = 0;
+    uint32_t digest = 0;  // of the call: ranks that disagree fail instead of reading past buffers
     IpcRecord rec;
 };
 
@@ -160,7 +160,13 @@ std::vector<CopyOp> ipc_copies(const IpcCall& c) {
 // schedule. After the copies a barrier: a rank's buffer may change once it returns.
 Task ipc_step(std::shared_ptr<IpcCall> c) {
     bool all_ok = true;
-    for (const IpcSlot& s : c->all) all_ok = all_ok && s.ok;
+    for (const IpcSlot& s : c->all) {
+        all_ok = all_ok && s.ok;
+        if (s.digest != c->mine.digest)
+            throw Error(CCL_ERROR_INVALID_USAGE,
+                        "ranks disagree on a call: this rank called " + c->sig.describe() +
+                            ", another rank something else");
+    }
     if (!all_ok) {
         Task t = run_steps(c->staged, c->user);
         for (;;) {
@@ -201,6 +207,7 @@ std::shared_ptr<const Schedule> ipc_schedule(Communicator& comm, const CollSigna
     }
     if (ok && src.bytes) c->mine.rec = ipc_record(src.p, src.info);
     c->mine.ok = ok;
+    c->mine.digest = sig.digest(0x7a65);
     c->exchange =
         comm.schedule_for({CollType::allgather, sizeof(IpcSlot), CCL_UINT8, CCL_SUM, 0}, {})->steps;
     c->barrier = comm.schedule_for(CollSignature{}, {})->steps;
@@ -370,7 +377,8 @@ std::shared_ptr<const Schedule> device_schedule(Communicator& comm,
     // With IPC every rank takes part in the exchange, whatever its buffers: ranks must agree.
     const bool ipc =
         comm.config().ze_ipc && !stream && comm.size() > 1 && ipc_collective(host->sig);
-    if (!s.device() && !r.device() && !stream && !ipc) return nullptr;
+    if (!s.device() && !r.device() && !stream && !ipc && !pipelined(comm, host->sig))
+        return nullptr;
     if (ipc) {
         auto staged = device_schedule_staged(comm, host, bufs, s, r, nullptr);
         return ipc_schedule(comm, host->sig, bufs, s, r, staged ? staged : host);

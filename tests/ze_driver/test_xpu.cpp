@@ -442,6 +442,30 @@ TEST_F(Xpu, ReallocatedBuffersAreNeverStale) {
     }
 }
 
+// Device buffers on some ranks, plain host memory on the others, small and pipelined sizes.
+TEST_F(Xpu, DeviceOnSomeRanksHostOnOthers) {
+    uint64_t seed = 1500;
+    const Mem mine = g_rank % 2 ? Mem::plain : Mem::device;
+    for (size_t count : counts_to_test()) {
+        std::vector<char> in(count * kEs);
+        fill(in.data(), count, kT, g_rank, ++seed);
+        Buf s(mine, in.size()), r(mine, in.size());
+        s.write(in.data(), in.size());
+        CCL_OK(ccl_allreduce(s.data(), r.data(), count, kT, CCL_SUM, g_comm, nullptr, nullptr));
+        check_reduced(r.read(in.size()).data(), count, kT, CCL_SUM, seed, g_size, 0,
+                      what("allreduce, device and host ranks", count, mine, mine, false));
+        const int root = g_size - 1;
+        std::vector<char> b_in(in.size(), 0);
+        ++seed;
+        if (g_rank == root) fill(b_in.data(), count, kT, root, seed);
+        Buf b(mine, in.size());
+        b.write(b_in.data(), b_in.size());
+        CCL_OK(ccl_broadcast(b.data(), count, kT, root, g_comm, nullptr, nullptr));
+        check_block(b.read(in.size()).data(), count, kT, root, seed, 0,
+                    what("broadcast, device and host ranks", count, mine, mine, true));
+    }
+}
+
 TEST_F(Xpu, HostBuffersStillWork) { expect_comm_still_works(); }
 
 }  // namespace

@@ -28,15 +28,16 @@ namespace {
     X(zeDriverGet)                                                                             \
     X(zeDeviceGet)                                                                             \
     X(zeDeviceGetCommandQueueGroupProperties)                                                  \
-    X(zeContextCreate) X(zeContextDestroy) X(zeMemGetAllocProperties) X(zeMemGetAddressRange)  \
-        X(zeMemAllocHost) X(zeMemFree) X(zeMemGetIpcHandle) X(zeMemOpenIpcHandle)              \
-            X(zeMemCloseIpcHandle) X(zeCommandListCreate) X(zeCommandListCreateImmediate)      \
-                X(zeCommandListClose) X(zeCommandListReset) X(zeCommandListDestroy)            \
-                    X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendBarrier)             \
-                        X(zeCommandQueueExecuteCommandLists) X(zeEventPoolCreate)              \
-                            X(zeEventPoolDestroy) X(zeEventCreate) X(zeEventDestroy)           \
-                                X(zeEventHostSynchronize) X(zeEventHostReset) X(zeFenceCreate) \
-                                    X(zeFenceDestroy) X(zeFenceHostSynchronize) X(zeFenceReset)
+    X(zeContextCreate)                                                                         \
+    X(zeContextDestroy) X(zeMemGetAllocProperties) X(zeMemGetAddressRange) X(zeMemAllocHost)   \
+        X(zeMemFree) X(zeMemGetIpcHandle) X(zeMemOpenIpcHandle) X(zeMemCloseIpcHandle)         \
+            X(zeCommandListCreate) X(zeCommandListCreateImmediate) X(zeCommandListClose)       \
+                X(zeCommandListReset) X(zeCommandListDestroy) X(zeCommandListAppendMemoryCopy) \
+                    X(zeCommandListAppendBarrier) X(zeCommandQueueExecuteCommandLists)         \
+                        X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate)            \
+                            X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostReset)    \
+                                X(zeFenceCreate) X(zeFenceDestroy) X(zeFenceHostSynchronize)   \
+                                    X(zeFenceReset)
 
 struct Api {
 #define CCL_ZE_MEMBER(name) decltype(&::name) name = nullptr;

@@ -23,21 +23,40 @@ namespace ccl::ze {
 namespace {
 
 // The Level Zero functions ccl calls, looked up in the loader.
-#define CCL_ZE_FUNCTIONS(X)                                                                    \
-    X(zeInit)                                                                                  \
-    X(zeDriverGet)                                                                             \
-    X(zeDeviceGet)                                                                             \
-    X(zeDeviceGetCommandQueueGroupProperties)                                                  \
-    X(zeContextCreate)                                                                         \
-    X(zeContextDestroy) X(zeMemGetAllocProperties) X(zeMemGetAddressRange) X(zeMemAllocHost)   \
-        X(zeMemFree) X(zeMemGetIpcHandle) X(zeMemOpenIpcHandle) X(zeMemCloseIpcHandle)         \
-            X(zeCommandListCreate) X(zeCommandListCreateImmediate) X(zeCommandListClose)       \
-                X(zeCommandListReset) X(zeCommandListDestroy) X(zeCommandListAppendMemoryCopy) \
-                    X(zeCommandListAppendBarrier) X(zeCommandQueueExecuteCommandLists)         \
-                        X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate)            \
-                            X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostReset)    \
-                                X(zeFenceCreate) X(zeFenceDestroy) X(zeFenceHostSynchronize)   \
-                                    X(zeFenceReset)
+// clang-format off (clang-format 14 never settles on this macro's backslashes)
+#define CCL_ZE_FUNCTIONS(X)                   \
+    X(zeInit)                                 \
+    X(zeDriverGet)                            \
+    X(zeDeviceGet)                            \
+    X(zeDeviceGetCommandQueueGroupProperties) \
+    X(zeContextCreate)                        \
+    X(zeContextDestroy)                       \
+    X(zeMemGetAllocProperties)                \
+    X(zeMemGetAddressRange)                   \
+    X(zeMemAllocHost)                         \
+    X(zeMemFree)                              \
+    X(zeMemGetIpcHandle)                      \
+    X(zeMemOpenIpcHandle)                     \
+    X(zeMemCloseIpcHandle)                    \
+    X(zeCommandListCreate)                    \
+    X(zeCommandListCreateImmediate)           \
+    X(zeCommandListClose)                     \
+    X(zeCommandListReset)                     \
+    X(zeCommandListDestroy)                   \
+    X(zeCommandListAppendMemoryCopy)          \
+    X(zeCommandListAppendBarrier)             \
+    X(zeCommandQueueExecuteCommandLists)      \
+    X(zeEventPoolCreate)                      \
+    X(zeEventPoolDestroy)                     \
+    X(zeEventCreate)                          \
+    X(zeEventDestroy)                         \
+    X(zeEventHostSynchronize)                 \
+    X(zeEventHostReset)                       \
+    X(zeFenceCreate)                          \
+    X(zeFenceDestroy)                         \
+    X(zeFenceHostSynchronize)                 \
+    X(zeFenceReset)
+// clang-format on
 
 struct Api {
 #define CCL_ZE_MEMBER(name) decltype(&::name) name = nullptr;

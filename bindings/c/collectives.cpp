@@ -3,9 +3,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/device_coll.h"
 #include "core/group.h"
 #include "core/reduce.h"
 #include "handles.h"
+#include "streams.h"
 
 namespace ccl::capi {
 
@@ -117,10 +119,27 @@ CallOptions options(const ccl_coll_attr_t* attr) {
     return opts;
 }
 
+// What device buffers and streams do not support yet.
+void xpu_checks(const Communicator& comm, const CollSignature& sig, const Buffers& bufs,
+                const ze::Stream* stream, const ccl_coll_attr_t* attr, const ccl_request_t* req) {
+    if (stream && req && !(attr && attr->synchronous))
+        throw Error(CCL_ERROR_UNSUPPORTED,
+                    "a nonblocking call cannot take a stream: pass req NULL or set synchronous");
+    if (group_active() &&
+        (stream || (ze::enabled() && ze::has_device_buffer(sig, bufs, comm.rank(), comm.size()))))
+        throw Error(CCL_ERROR_UNSUPPORTED,
+                    "device buffers and streams are not supported inside ccl_group_start / "
+                    "ccl_group_end yet");
+}
+
 // Runs, queues or records (in a group) a checked call, as its attributes and `req` ask.
 void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig, Buffers bufs,
             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     CallOptions opts = options(attr);
+    // XPU (src/core/device_coll.h): device buffers and streams. Off: one predictable branch.
+    std::shared_ptr<ze::Stream> stream = stream_of(attr);
+    if (ze::active() || stream) [[unlikely]]
+        xpu_checks(*comm, sig, bufs, stream.get(), attr, req);
     if (group_active()) {
         std::shared_ptr<Request> r = req ? std::make_shared<Request>() : nullptr;
         group_add(comm, sig, bufs, opts, r);
@@ -128,6 +147,9 @@ void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig,
         return;
     }
     auto schedule = comm->schedule_for(sig, opts);
+    if (ze::active() || stream) [[unlikely]]
+        if (auto staged = ze::device_schedule(*comm, schedule, bufs, stream.get()))
+            schedule = std::move(staged);
     if (!req) {
         comm->run(std::move(schedule), bufs);
         return;

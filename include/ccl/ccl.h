@@ -96,6 +96,7 @@ typedef enum ccl_reduction_t CCL_ENUM_BASE {
 typedef struct ccl_kvs_s* ccl_kvs_t;
 typedef struct ccl_comm_s* ccl_comm_t;
 typedef struct ccl_request_s* ccl_request_t;
+typedef struct ccl_stream_s* ccl_stream_t;
 
 /*
  * Per-call attributes. Always start from CCL_COLL_ATTR_INIT so that `size` is set: it lets later
@@ -111,6 +112,13 @@ typedef struct ccl_request_s* ccl_request_t;
  *                request is then already complete)
  *   priority     a hint for ordering nonblocking work of different communicators; work on one
  *                communicator always runs in issue order. Currently it has no effect.
+ *   stream       (NULL: none) a Level Zero stream (ccl_stream_create_ze): the
+ *                call's device copies go on it after the work submitted to it before, and the
+ *                call waits for them, so the user's earlier device work is visible to the
+ *                collective and its results to the work submitted after it returns. Only with
+ *                blocking calls (req NULL, or synchronous set): a nonblocking call with a stream
+ *                fails with CCL_ERROR_UNSUPPORTED. Binaries built before the field existed pass a
+ *                smaller `size` and get no stream.
  */
 typedef struct ccl_coll_attr_t {
     size_t size;
@@ -118,10 +126,11 @@ typedef struct ccl_coll_attr_t {
     int to_cache;
     int synchronous;
     int priority;
+    ccl_stream_t stream;
 } ccl_coll_attr_t;
 
 #define CCL_COLL_ATTR_INIT \
-    { sizeof(ccl_coll_attr_t), NULL, 0, 0, 0 }
+    { sizeof(ccl_coll_attr_t), NULL, 0, 0, 0, NULL }
 
 /* Library information and errors. */
 CCL_API ccl_result_t ccl_get_version(int* major, int* minor, int* patch);
@@ -292,6 +301,37 @@ CCL_API ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int
 CCL_API ccl_result_t ccl_wait(ccl_request_t req);
 CCL_API ccl_result_t ccl_test(ccl_request_t req, int* done);
 CCL_API ccl_result_t ccl_request_free(ccl_request_t req);
+
+/*
+ * XPU (Level Zero) buffers and streams. docs/xpu.md.
+ *
+ * Any buffer of any collective or point-to-point call may be Level Zero device, host or shared
+ * memory (from zeMemAlloc*, or SYCL USM underneath), mixed freely with plain host memory: ccl asks
+ * Level Zero what each pointer is. Device buffers are copied through host memory by Level Zero copy
+ * command lists (CCL_ZE_IPC: some collectives copy between co-located ranks' device buffers
+ * directly). Without a stream a call on device buffers is complete, device copies included, when
+ * it returns or its request completes. ccl loads Level Zero at run time (CCL_ZE_LIBRARY_PATH);
+ * without it, or when no driver initializes, device buffers are refused with
+ * CCL_ERROR_INVALID_ARGUMENT where ccl can tell (docs/xpu.md) and host buffers work as always.
+ * Device buffers inside ccl_group_start / ccl_group_end fail with CCL_ERROR_UNSUPPORTED.
+ *
+ * A stream wraps a native Level Zero object of the application, which keeps it alive (and owns
+ * it) until after ccl_stream_destroy:
+ *   CCL_STREAM_ZE_IMMEDIATE_COMMAND_LIST  `handle` is a ze_command_list_handle_t created with
+ *                                         zeCommandListCreateImmediate
+ *   CCL_STREAM_ZE_COMMAND_QUEUE           `handle` is a ze_command_queue_handle_t of queue group
+ *                                         ordinal 0; ccl executes its own command lists on it
+ * `context` (ze_context_handle_t) and `device` (ze_device_handle_t) are those the object was
+ * created with. A stream is used by one thread at a time. Fails with CCL_ERROR_UNSUPPORTED when
+ * Level Zero is off.
+ */
+typedef enum ccl_stream_type_t CCL_ENUM_BASE {
+    CCL_STREAM_ZE_IMMEDIATE_COMMAND_LIST = 0,
+    CCL_STREAM_ZE_COMMAND_QUEUE = 1
+} ccl_stream_type_t;
+CCL_API ccl_result_t ccl_stream_create_ze(ccl_stream_type_t type, void* context, void* device,
+                                          void* handle, ccl_stream_t* stream);
+CCL_API ccl_result_t ccl_stream_destroy(ccl_stream_t stream);
 
 /*
  * Groups (NCCL semantics): collectives called between ccl_group_start and the matching

@@ -169,6 +169,16 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
     if (const char* v = getenv_fn("CCL_CACHE_SIZE"))
         c.cache_size = size_t(parse_int("CCL_CACHE_SIZE", v, 0, 1000000));
+    // XPU (Level Zero).
+    if (const char* v = getenv_fn("CCL_ZE_LIBRARY_PATH")) {
+        if (!*v) bad("CCL_ZE_LIBRARY_PATH", v, "the path of the Level Zero loader library");
+        c.ze_library_path = v;
+    }
+    if (const char* v = getenv_fn("CCL_ZE_ENABLE"))
+        c.ze_enable = parse_int("CCL_ZE_ENABLE", v, 0, 1) != 0;
+    if (const char* v = getenv_fn("CCL_ZE_IPC")) c.ze_ipc = parse_int("CCL_ZE_IPC", v, 0, 1) != 0;
+    if (const char* v = getenv_fn("CCL_ZE_PIPELINE_CHUNK"))
+        c.ze_pipeline_chunk = parse_bytes("CCL_ZE_PIPELINE_CHUNK", v, 4096, size_t(1) << 40);
     return c;
 }
 

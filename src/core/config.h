@@ -31,6 +31,11 @@ struct Config {
     int local_size = 1;                       // the launcher's local size: ranks sharing them
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
+    // XPU (Level Zero, docs/xpu.md).
+    std::string ze_library_path;          // CCL_ZE_LIBRARY_PATH: empty = libze_loader.so.1
+    bool ze_enable = true;                // CCL_ZE_ENABLE: 0 = never load Level Zero
+    bool ze_ipc = false;                  // CCL_ZE_IPC: device-to-device through IPC handles
+    size_t ze_pipeline_chunk = 4u << 20;  // CCL_ZE_PIPELINE_CHUNK: chunks of staged allreduce/bcast
     // CCL_PROCESS_LAUNCHER: the launcher to take the job from; nullopt = auto (detect it).
     std::optional<kvs::Launcher> process_launcher;
     // The launcher that started this process (kvs/launcher.h), or why none could be told. A

@@ -111,3 +111,28 @@ TEST(Config, KvsSecret) {
 }
 
 }  // namespace
+
+namespace {
+
+// XPU (Level Zero) variables, docs/env.md.
+TEST(Config, LevelZero) {
+    ccl::Config d = parse({});
+    EXPECT_TRUE(d.ze_enable);
+    EXPECT_FALSE(d.ze_ipc);
+    EXPECT_EQ(d.ze_library_path, "");
+    EXPECT_EQ(d.ze_pipeline_chunk, 4u << 20);
+    ccl::Config c = parse({{"CCL_ZE_ENABLE", "0"},
+                           {"CCL_ZE_IPC", "1"},
+                           {"CCL_ZE_LIBRARY_PATH", "/opt/ze/libze_loader.so.1"},
+                           {"CCL_ZE_PIPELINE_CHUNK", "64K"}});
+    EXPECT_FALSE(c.ze_enable);
+    EXPECT_TRUE(c.ze_ipc);
+    EXPECT_EQ(c.ze_library_path, "/opt/ze/libze_loader.so.1");
+    EXPECT_EQ(c.ze_pipeline_chunk, 64u << 10);
+    expect_rejected("CCL_ZE_ENABLE", "yes");
+    expect_rejected("CCL_ZE_IPC", "2");
+    expect_rejected("CCL_ZE_LIBRARY_PATH", "");
+    expect_rejected("CCL_ZE_PIPELINE_CHUNK", "1K");
+}
+
+}  // namespace

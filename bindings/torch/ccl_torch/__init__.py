@@ -3,8 +3,8 @@
     import ccl_torch
     torch.distributed.init_process_group("ccl", ...)
 
-Importing registers the backend "ccl" (for CPU tensors; on torch 2.x also for the "xpu" device
-name, whose tensors are refused until ccl's Level Zero support reaches the backend).
+Importing registers the backend "ccl" (for CPU tensors; on torch 2.x also for "xpu" tensors,
+whose data pointers ccl stages through Level Zero itself: docs/xpu.md; never run here).
 """
 import torch
 import torch.distributed as dist

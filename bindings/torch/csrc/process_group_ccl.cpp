@@ -6,6 +6,10 @@
 
 #include <pybind11/chrono.h>
 
+#if CCL_TORCH_VERSION_MAJOR >= 2
+#include <c10/core/impl/VirtualGuardImpl.h>
+#endif
+
 #include <chrono>
 #include <string>
 #include <utility>
@@ -25,11 +29,31 @@ at::Tensor& single(std::vector<at::Tensor>& tensors, const char* what) {
     return tensors[0];
 }
 
+#if CCL_TORCH_VERSION_MAJOR >= 2
+// XPU tensors go to ccl as they are: ccl asks Level Zero what the data pointer is and stages
+// device memory itself (docs/xpu.md). It works outside torch's XPU streams, so the work queued
+// on the tensor's current stream must be done first. (Built for torch 2.x; never run: there is
+// no XPU or torch 2 here.)
+void sync_xpu(const at::Tensor& t) {
+    if (t.device().type() != c10::DeviceType::XPU) return;
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::XPU);
+    impl.getStream(t.device()).synchronize();
+}
+bool device_supported(const at::Tensor& t) {
+    return t.device().is_cpu() || t.device().type() == c10::DeviceType::XPU;
+}
+#else
+void sync_xpu(const at::Tensor&) {}
+// torch 1.13 has no XPU backend registration for ccl: CPU tensors only.
+bool device_supported(const at::Tensor& t) { return t.device().is_cpu(); }
+#endif
+
 void check_tensor(const at::Tensor& t, const char* what) {
     TORCH_CHECK(t.layout() == at::kStrided, "ccl: ", what,
                 ": only dense tensors are supported, got ", t.layout());
-    TORCH_CHECK(t.device().is_cpu(), "ccl: ", what, ": tensors on ", t.device(),
-                " are not supported by this build, only CPU tensors");
+    TORCH_CHECK(device_supported(t), "ccl: ", what, ": tensors on ", t.device(),
+                " are not supported by this build (CPU, and XPU with torch 2.x)");
+    sync_xpu(t);
 }
 
 void check_list(const std::vector<at::Tensor>& list, size_t n, const at::Tensor& like,

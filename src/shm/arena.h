@@ -37,7 +37,7 @@ public:
     class Flags;
 
     static constexpr int kLanes = 16;
-    static constexpr size_t kLaneBytes = 2048;
+    static constexpr size_t kLaneBytes = 8192;
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).

@@ -255,7 +255,9 @@ int run(int argc, char** argv) {
         return 2;
     }
 
-    report.header(run_info(ranks));
+    RunInfo run = run_info(ranks);
+    check(ccl_comm_shm_bytes(comm, &run.shm_bytes), "ccl_comm_shm_bytes");
+    report.header(run);
     Runner(comm, o, report).run();
     int64_t wrong = report.finish();
     check(ccl_comm_destroy(comm), "ccl_comm_destroy");

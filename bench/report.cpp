@@ -104,6 +104,9 @@ void Report::header(const RunInfo& run) {
                 run.ranks, run.nodes, run.transport.c_str());
     std::printf("# cpu: %s (%d online), host %s, %s\n", run.cpu.c_str(), run.cpus, run.host.c_str(),
                 run.date.c_str());
+    std::printf(
+        "# shared memory: %.2f MiB per rank (arena and mailbox; point-to-point data apart)\n",
+        double(run.shm_bytes) / double(1 << 20));
     std::printf("# collectives: %s; dtype %s; op %s; root %d; %s%s\n",
                 join(coll_names(o_), ", ").c_str(), join(dtype_names(o_), ", ").c_str(),
                 join(op_names(o_), ", ").c_str(), o_.root,
@@ -133,6 +136,7 @@ void Report::header(const RunInfo& run) {
         std::fprintf(json_, "    \"cpu\": %s, \"cpus\": %d, \"host\": %s, \"date\": %s,\n",
                      json_string(run.cpu).c_str(), run.cpus, json_string(run.host).c_str(),
                      json_string(run.date).c_str());
+        std::fprintf(json_, "    \"shm_bytes_per_rank\": %zu,\n", run.shm_bytes);
         std::fprintf(json_,
                      "    \"collectives\": %s, \"dtypes\": %s, \"ops\": %s, \"root\": %d, "
                      "\"in_place\": [%s], \"uneven\": %s,\n",

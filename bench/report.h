@@ -14,6 +14,7 @@ struct RunInfo {
     int ranks = 1;
     int nodes = 1;
     std::string transport = "shm";
+    size_t shm_bytes = 0;  // this rank's share of the node's shared memory (ccl_comm_shm_bytes)
     std::string version;  // "0.1.0"
     std::string cpu;      // /proc/cpuinfo's model name
     int cpus = 0;         // online

@@ -97,6 +97,14 @@ ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size) {
     });
 }
 
+ccl_result_t ccl_comm_shm_bytes(ccl_comm_t comm, size_t* bytes) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        require_out(bytes, "bytes");
+        *bytes = c->shm_bytes();
+    });
+}
+
 ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t* newcomm) {
     return guarded(__func__, [&] {
         auto c = comm_table().get(comm, "communicator");

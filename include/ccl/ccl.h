@@ -172,6 +172,12 @@ CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm
 CCL_API ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm);
 CCL_API ccl_result_t ccl_comm_rank(ccl_comm_t comm, int* rank);
 CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
+/* This rank's share, in bytes, of the shared memory the communicator's co-located ranks map for
+ * it: two buffers of CCL_SHM_BUFFER_SIZE per rank, 16 lanes of 8 KiB for small messages, flags and
+ * point-to-point channels; fixed when the communicator is made (about 2.2 MiB per rank by
+ * default). Point-to-point messages sent before their receive is posted are held in further
+ * segments, made as needed and freed once received; they are not counted. */
+CCL_API ccl_result_t ccl_comm_shm_bytes(ccl_comm_t comm, size_t* bytes);
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 
 /*

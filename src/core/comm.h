@@ -62,6 +62,13 @@ public:
     shm::Arena& arena() { return *arena_; }
     shm::Mailbox& mailbox() { return *mailbox_; }
     const Config& config() const { return config_; }  // as it was when the communicator was made
+    // This rank's share of the shared memory that the communicator's ranks on its node map: the
+    // arena (two buffers and the small-message lanes per rank, flags) and the mailbox's channels.
+    // Messages sent before their receive is posted go into further segments, made as needed.
+    size_t shm_bytes() const {
+        const size_t ranks = size_t(arena_->nranks());
+        return (arena_->segment().size() + mailbox_->segment().size() + ranks - 1) / ranks;
+    }
     // Whether every rank may copy straight from its peers' memory (shm/cma.h): CCL_SINGLE_COPY on
     // every rank and the probe at creation worked between every pair of neighbours.
     bool single_copy() const { return single_copy_; }

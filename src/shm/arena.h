@@ -50,6 +50,7 @@ public:
     int nranks() const { return nranks_; }
     size_t buffer_size() const { return buffer_size_; }
     Segment& segment() { return seg_; }
+    const Segment& segment() const { return seg_; }
 
     // Starts the next round. `signature` identifies the collective (type, count, dtype, op, root,
     // algorithm): a peer in the same round with another signature is a usage error, never run.

@@ -42,6 +42,7 @@ public:
     Mailbox& operator=(const Mailbox&) = delete;
 
     Segment& segment() { return seg_; }
+    const Segment& segment() const { return seg_; }
     // Wakes whoever sleeps on this communicator's channels (ccl_comm_abort): they re-check the
     // arena and fail. Any thread.
     void wake_all() noexcept;

@@ -138,6 +138,19 @@ int main(int argc, char** argv) {
     CHECK(ccl_comm_create_from_env(&comm));
     CHECK(ccl_comm_rank(comm, &rank));
     CHECK(ccl_comm_size(comm, &size));
+    {
+        /* The default footprint: 2 x 1 MiB buffers and the lanes per rank, at most 32 MiB. */
+        size_t shm = 0;
+        CHECK(ccl_comm_shm_bytes(comm, &shm));
+        if (getenv("CCL_SHM_BUFFER_SIZE") == NULL && (shm < (2u << 20) || shm > (32u << 20))) {
+            fprintf(stderr, "rank %d: ccl_comm_shm_bytes gave %zu bytes\n", rank, shm);
+            return 1;
+        }
+        if (ccl_comm_shm_bytes(comm, NULL) != CCL_ERROR_INVALID_ARGUMENT) {
+            fprintf(stderr, "rank %d: ccl_comm_shm_bytes(NULL) was accepted\n", rank);
+            return 1;
+        }
+    }
 
     if (argc == 3 && strcmp(argv[1], "--loop") == 0) {
         long n = atol(argv[2]), it;

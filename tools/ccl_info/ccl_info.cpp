@@ -3,6 +3,7 @@
 // the program would be started (mpiexec -n 2 ccl_info, srun ccl_info, torchrun ... ccl_info); it
 // starts and connects to nothing. Exit status 1 when ccl_comm_create_from_env would fail for the
 // reason it prints, or a variable is malformed.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -10,6 +11,8 @@
 #include "ccl/ccl.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "shm/arena.h"
+#include "shm/mailbox.h"
 
 namespace {
 
@@ -91,6 +94,17 @@ int main(int argc, char** argv) {
             status = 1;
         }
         out += "config:\n" + settings(c);
+        // What a communicator of the node's ranks maps (ccl_comm_shm_bytes tells the same of a
+        // live one).
+        const int local = c.launch ? std::max(1, c.launch->local_size) : 1;
+        const size_t shm = ccl::shm::Arena::bytes_needed(local, c.shm_buffer_size) +
+                           ccl::shm::Mailbox::bytes_needed(local);
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "shared memory: %.2f MiB per rank with %d local rank%s (arena and mailbox; "
+                      "point-to-point data apart)\n",
+                      double(shm) / local / double(1 << 20), local, local == 1 ? "" : "s");
+        out += line;
     } catch (const ccl::Error& e) {
         out += std::string("config error: ") + ccl::result_name(e.code()) + ": " + e.what() + "\n";
         status = 1;

@@ -31,6 +31,9 @@ struct Config {
     int local_size = 1;                       // the launcher's local size: ranks sharing them
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
+    // CCL_NODE_ID: which node this rank is on (ranks with the same id share memory); empty =
+    // the host name and boot id (core/topology.h).
+    std::string node_id;
     // CCL_PROCESS_LAUNCHER: the launcher to take the job from; nullopt = auto (detect it).
     std::optional<kvs::Launcher> process_launcher;
     // The launcher that started this process (kvs/launcher.h), or why none could be told. A

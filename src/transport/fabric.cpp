@@ -1,0 +1,447 @@
+#include "transport/fabric.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ccl::transport {
+
+struct Fabric::Op {
+    fi_context2 ctx;                  // libfabric's per-operation context (FI_CONTEXT2 mode)
+    std::atomic<int> state{0};        // 0 pending, 1 done, 2 failed
+    ccl_result_t code = CCL_SUCCESS;  // when failed
+    std::string error;
+    bool is_recv = false;
+    int peer = 0;
+    size_t bytes = 0;
+    std::vector<char> copy;  // a send's own copy of its data
+    fid_mr* mr = nullptr;    // the buffer's registration, when the provider needs one
+};
+
+namespace {
+
+constexpr int kTagShift = 40;  // tag: channel (bit 63) | sender (bits 40-62) | sequence
+constexpr uint64_t kSeqMask = (uint64_t(1) << kTagShift) - 1;
+
+uint64_t make_tag(Channel ch, int sender, uint64_t seq) {
+    return uint64_t(ch) << 63 | uint64_t(sender) << kTagShift | (seq & kSeqMask);
+}
+
+std::string fi_error(const std::string& what, int ret) {
+    return what + ": " + fi_strerror(ret < 0 ? -ret : ret);
+}
+
+void close_fid(fid* f, const char* what) noexcept {
+    if (!f) return;
+    if (int r = fi_close(f); r != 0) log().warn("fi_close({}) failed: {}", what, fi_strerror(-r));
+}
+
+}  // namespace
+
+Fabric::OpRef& Fabric::OpRef::operator=(OpRef&& o) noexcept {
+    if (this != &o) {
+        if (op_ && fab_) fab_->cancel(op_);
+        op_ = std::move(o.op_);
+        fab_ = o.fab_;
+    }
+    return *this;
+}
+
+Fabric::OpRef::~OpRef() {
+    if (op_ && fab_) fab_->cancel(op_);
+}
+
+Fabric::Fabric(int rank, int size, double timeout_s)
+    : rank_(rank), size_(size), timeout_s_(timeout_s), info_(nullptr, fi_freeinfo) {
+    // FI_PROVIDER is libfabric's own: when it is set, libfabric filters the providers itself.
+    const char* env = std::getenv("FI_PROVIDER");
+    const std::string wanted = env && *env ? env : "tcp";
+    std::unique_ptr<fi_info, void (*)(fi_info*)> hints(fi_allocinfo(), fi_freeinfo);
+    if (!hints) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_allocinfo failed");
+    hints->caps = FI_TAGGED;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    // Registration modes we can live with: we register local buffers when asked (FI_MR_LOCAL);
+    // we never expose memory to remote access.
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;  // we serialise with mu_
+    if (!env || !*env) hints->fabric_attr->prov_name = strdup("tcp");  // freed by fi_freeinfo
+    fi_info* found = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
+    if (ret != 0 || !found)
+        throw Error(CCL_ERROR_UNSUPPORTED,
+                    "libfabric provider '" + wanted +
+                        "' offers no reliable-datagram endpoint with tagged messages "
+                        "(FI_EP_RDM, FI_TAGGED): fi_getinfo said " +
+                        fi_strerror(ret < 0 ? -ret : ret) +
+                        ". Set FI_PROVIDER to a provider this host has (fi_info lists them); "
+                        "ranks on other nodes need one");
+    // Prefer IPv4 addresses (the first entry of a kind is the provider's preferred interface).
+    fi_info* pick = found;
+    for (fi_info* i = found; i; i = i->next)
+        if (i->addr_format == FI_SOCKADDR_IN) {
+            pick = i;
+            break;
+        }
+    info_.reset(fi_dupinfo(pick));
+    fi_freeinfo(found);
+    if (!info_) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_dupinfo failed");
+    provider_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : wanted;
+    mr_local_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0 || (info_->mode & FI_LOCAL_MR);
+    auto check = [&](int r, const char* what) {
+        if (r != 0)
+            throw Error(CCL_ERROR_SYSTEM,
+                        fi_error("libfabric provider '" + provider_ + "': " + what, r));
+    };
+    // A failing step releases what the earlier ones opened: the destructor does not run for a
+    // constructor that throws, so do it here.
+    try {
+        check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+        check(fi_domain(fabric_, info_.get(), &domain_, nullptr), "fi_domain");
+        fi_cq_attr cq_attr{};
+        cq_attr.format = FI_CQ_FORMAT_TAGGED;
+        cq_attr.wait_obj = FI_WAIT_UNSPEC;  // lets an idle waiter sleep in fi_cq_sread
+        cq_attr.size = 0;
+        if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) == 0) {
+            can_sleep_ = true;
+        } else {
+            cq_attr.wait_obj = FI_WAIT_NONE;
+            check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+        }
+        fi_av_attr av_attr{};
+        av_attr.type = FI_AV_TABLE;
+        av_attr.count = size_t(size);
+        check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+        check(fi_endpoint(domain_, info_.get(), &ep_, nullptr), "fi_endpoint");
+        check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+        check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+        check(fi_enable(ep_), "fi_enable");
+    } catch (...) {
+        release();
+        throw;
+    }
+    for (auto& v : send_seq_) v.assign(size_t(size), 0);
+    for (auto& v : recv_seq_) v.assign(size_t(size), 0);
+    log().debug("rank {}: libfabric endpoint open, provider {}, domain {}{}", rank, provider_,
+                info_->domain_attr->name ? info_->domain_attr->name : "?",
+                mr_local_ ? ", registers local buffers" : "");
+}
+
+Fabric::~Fabric() {
+    // Unfinished sends (point-to-point messages not received yet) get the timeout to go out,
+    // unless the communicator was aborted or a wait failed.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeout_s_));
+    if (ep_ && !aborted_.load()) {
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                bool sends = false;
+                for (auto& [ctx, op] : pending_) sends = sends || !op->is_recv;
+                if (!sends) break;
+                poll_locked();
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+                log().warn("rank {}: libfabric sends still unfinished at destruction", rank_);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+    }
+    release();
+}
+
+void Fabric::release() noexcept {
+    close_fid(ep_ ? &ep_->fid : nullptr, "endpoint");
+    close_fid(av_ ? &av_->fid : nullptr, "address vector");
+    close_fid(cq_ ? &cq_->fid : nullptr, "completion queue");
+    for (auto& [ctx, op] : pending_) close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    pending_.clear();
+    close_fid(domain_ ? &domain_->fid : nullptr, "domain");
+    close_fid(fabric_ ? &fabric_->fid : nullptr, "fabric");
+    ep_ = nullptr;
+    av_ = nullptr;
+    cq_ = nullptr;
+    domain_ = nullptr;
+    fabric_ = nullptr;
+}
+
+std::string Fabric::name_hex() const {
+    std::vector<unsigned char> buf(256);
+    size_t len = buf.size();
+    int r = fi_getname(&ep_->fid, buf.data(), &len);
+    if (r == -FI_ETOOSMALL) {
+        buf.resize(len);
+        r = fi_getname(&ep_->fid, buf.data(), &len);
+    }
+    if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_getname", r));
+    static const char* digits = "0123456789abcdef";
+    std::string hex;
+    for (size_t i = 0; i < len; ++i) {
+        hex += digits[buf[i] >> 4];
+        hex += digits[buf[i] & 15];
+    }
+    return hex;
+}
+
+void Fabric::connect(const std::vector<std::string>& names_hex) {
+    if (names_hex.size() != size_t(size_))
+        throw Error(CCL_ERROR_INTERNAL, "fabric connect: wrong number of endpoint names");
+    addrs_.assign(size_t(size_), FI_ADDR_NOTAVAIL);
+    for (int r = 0; r < size_; ++r) {
+        const std::string& hex = names_hex[size_t(r)];
+        std::vector<unsigned char> raw(hex.size() / 2);
+        for (size_t i = 0; i < raw.size(); ++i)
+            raw[i] = static_cast<unsigned char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+        if (raw.empty() || hex.size() % 2)
+            throw Error(CCL_ERROR_INTERNAL,
+                        "rank " + std::to_string(r) + "'s libfabric address is malformed");
+        fi_addr_t a = FI_ADDR_NOTAVAIL;
+        std::lock_guard<std::mutex> lock(mu_);
+        int n = fi_av_insert(av_, raw.data(), 1, &a, 0, nullptr);
+        if (n != 1)
+            throw Error(CCL_ERROR_SYSTEM, "libfabric provider '" + provider_ +
+                                              "' refused rank " + std::to_string(r) +
+                                              "'s address (fi_av_insert)");
+        addrs_[size_t(r)] = a;
+    }
+}
+
+Fabric::OpRef Fabric::post(std::shared_ptr<Op> op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_[&op->ctx] = op;
+    return OpRef(std::move(op), this);
+}
+
+Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy) {
+    auto op = std::make_shared<Op>();
+    op->peer = peer;
+    op->bytes = bytes;
+    if (copy) {
+        op->copy.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
+        buf = op->copy.data();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t tag = make_tag(ch, rank_, send_seq_[size_t(ch)][size_t(peer)]++);
+    void* desc = nullptr;
+    if (mr_local_ && bytes > 0) {
+        int r = fi_mr_reg(domain_, buf, bytes, FI_SEND, 0, 0, 0, &op->mr, nullptr);
+        if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_mr_reg", r));
+        desc = fi_mr_desc(op->mr);
+    }
+    pending_[&op->ctx] = op;
+    // The provider may be out of resources for a moment: progress and try again, within the
+    // deadline.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+    for (;;) {
+        ssize_t r = fi_tsend(ep_, buf, bytes, desc, addrs_[size_t(peer)], tag, &op->ctx);
+        if (r == 0) break;
+        if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
+            pending_.erase(&op->ctx);
+            close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+            throw Error(r == -FI_EAGAIN ? CCL_ERROR_TIMEOUT : CCL_ERROR_PEER_FAILURE,
+                        fi_error("libfabric send to rank " + std::to_string(peer), int(r)));
+        }
+        poll_locked();
+    }
+    return OpRef(std::move(op), this);
+}
+
+Fabric::OpRef Fabric::post_recv(int peer, Channel ch, void* buf, size_t bytes) {
+    auto op = std::make_shared<Op>();
+    op->is_recv = true;
+    op->peer = peer;
+    op->bytes = bytes;
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t tag = make_tag(ch, peer, recv_seq_[size_t(ch)][size_t(peer)]++);
+    void* desc = nullptr;
+    if (mr_local_ && bytes > 0) {
+        int r = fi_mr_reg(domain_, buf, bytes, FI_RECV, 0, 0, 0, &op->mr, nullptr);
+        if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_mr_reg", r));
+        desc = fi_mr_desc(op->mr);
+    }
+    pending_[&op->ctx] = op;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+    for (;;) {
+        // The tag names the sender: no need for directed receives (FI_DIRECTED_RECV).
+        ssize_t r = fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op->ctx);
+        if (r == 0) break;
+        if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
+            pending_.erase(&op->ctx);
+            close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+            throw Error(r == -FI_EAGAIN ? CCL_ERROR_TIMEOUT : CCL_ERROR_PEER_FAILURE,
+                        fi_error("libfabric receive from rank " + std::to_string(peer), int(r)));
+        }
+        poll_locked();
+    }
+    return OpRef(std::move(op), this);
+}
+
+void Fabric::cancel(const std::shared_ptr<Op>& op) noexcept {
+    if (op->state.load(std::memory_order_acquire) != 0 || !op->is_recv) return;
+    // A receive whose waiter gave up (a failure elsewhere): its buffer is about to go, so the
+    // provider must not write into it any more. Wait briefly for the cancellation to complete.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op->state.load() != 0 || !ep_) return;
+    fi_cancel(&ep_->fid, &op->ctx);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (op->state.load() == 0 && std::chrono::steady_clock::now() < deadline) poll_locked();
+    if (op->state.load() == 0)
+        log().warn("rank {}: a cancelled libfabric receive from rank {} did not complete", rank_,
+                   op->peer);
+}
+
+void Fabric::complete_locked(void* context, ccl_result_t code, const std::string& error,
+                             size_t len) {
+    auto it = pending_.find(context);
+    if (it == pending_.end()) return;
+    std::shared_ptr<Op> op = std::move(it->second);
+    pending_.erase(it);
+    close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    op->mr = nullptr;
+    op->copy.clear();
+    op->copy.shrink_to_fit();
+    if (code == CCL_SUCCESS && op->is_recv && len != op->bytes) {
+        code = CCL_ERROR_INVALID_USAGE;
+        op->error = "received " + std::to_string(len) + " bytes from rank " +
+                    std::to_string(op->peer) + " where " + std::to_string(op->bytes) +
+                    " were expected: the ranks disagree on a call's count or datatype";
+    } else if (code != CCL_SUCCESS) {
+        op->error = error;
+    }
+    op->code = code;
+    op->state.store(code == CCL_SUCCESS ? 1 : 2, std::memory_order_release);
+    if (code != CCL_SUCCESS)
+        log().debug("rank {}: libfabric operation with rank {} failed: {}", rank_, op->peer,
+                    op->error);
+}
+
+bool Fabric::poll_locked() {
+    if (!cq_) return false;
+    fi_cq_tagged_entry entries[16];
+    bool any = false;
+    for (;;) {
+        ssize_t n = fi_cq_read(cq_, entries, 16);
+        if (n > 0) {
+            any = true;
+            for (ssize_t i = 0; i < n; ++i)
+                complete_locked(entries[i].op_context, CCL_SUCCESS, {}, entries[i].len);
+            continue;
+        }
+        if (n == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            if (fi_cq_readerr(cq_, &err, 0) <= 0) return any;
+            any = true;
+            std::string what = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+            auto it = pending_.find(err.op_context);
+            int peer = it == pending_.end() ? -1 : it->second->peer;
+            bool recv = it != pending_.end() && it->second->is_recv;
+            ccl_result_t code = CCL_ERROR_PEER_FAILURE;
+            std::string msg = std::string("libfabric ") + (recv ? "receive from" : "send to") +
+                              " rank " + std::to_string(peer) + " failed (provider " +
+                              provider_ + "): " + fi_strerror(err.err) + " (" + what + ")";
+            if (err.err == FI_ETRUNC) {
+                code = CCL_ERROR_INVALID_USAGE;
+                msg = "a message from rank " + std::to_string(peer) +
+                      " is longer than its receive: the ranks disagree on a call's count or "
+                      "datatype";
+            } else if (err.err == FI_ECANCELED) {
+                code = CCL_ERROR_ABORTED;
+                msg = "cancelled";
+            }
+            complete_locked(err.op_context, code, msg, err.len);
+            continue;
+        }
+        return any;  // -FI_EAGAIN, or an error of the queue itself (seen again by the deadline)
+    }
+}
+
+bool Fabric::poll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return poll_locked();
+}
+
+void Fabric::nap(std::chrono::microseconds max) {
+    if (can_sleep_) {
+        std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+        if (lock) {
+            // fi_cq_sread returns the completions it waited for: handle them like fi_cq_read's.
+            fi_cq_tagged_entry entry;
+            (void)max;  // the shortest sleep fi_cq_sread knows: 1 ms
+            ssize_t n = fi_cq_sread(cq_, &entry, 1, nullptr, 1);
+            if (n > 0) complete_locked(entry.op_context, CCL_SUCCESS, {}, entry.len);
+            if (n == -FI_EAVAIL || n > 0) poll_locked();
+            return;
+        }
+    }
+    std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
+}
+
+Fabric::Done Fabric::done(const OpRef& op) { return Done(*this, op.get()); }
+
+Fabric::Done::Done(Fabric& f, Op* op)
+    : fab_(f),
+      op_(op),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(f.timeout_s_))),
+      next_check_(std::chrono::steady_clock::now() + std::chrono::milliseconds(1)) {}
+
+bool Fabric::Done::ready() {
+    int s = op_->state.load(std::memory_order_acquire);
+    if (s == 0 && !fab_.aborted_.load(std::memory_order_acquire)) {
+        fab_.poll();
+        s = op_->state.load(std::memory_order_acquire);
+    }
+    if (s == 1) return true;
+    if (s == 2) throw Error(op_->code, op_->error);
+    if (fab_.aborted_.load(std::memory_order_acquire))
+        throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_check_) {
+        next_check_ = now + std::chrono::milliseconds(1);
+        if (fab_.check_) fab_.check_();
+        if (now > deadline_)
+            throw Error(CCL_ERROR_TIMEOUT,
+                        std::string("timed out after ") + std::to_string(fab_.timeout_s_) +
+                            " s (CCL_TIMEOUT) waiting for a libfabric " +
+                            (op_->is_recv ? "message from" : "send to") + " rank " +
+                            std::to_string(op_->peer) + ": it died, hangs or is not calling " +
+                            "the same collective");
+    }
+    return false;
+}
+
+void Fabric::Done::block() {
+    // Spin on the queue briefly (a message is often on its way), then yield the core (others may
+    // need it: oversubscription is normal), then sleep in the provider's wait object.
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        if (ready()) return;
+        auto waited = std::chrono::steady_clock::now() - start;
+        if (waited < std::chrono::microseconds(50))
+            continue;
+        else if (waited < std::chrono::microseconds(500))
+            sched_yield();
+        else
+            fab_.nap(std::chrono::microseconds(1000));
+    }
+}
+
+Waiter::Sleeper Fabric::Done::sleeper() {
+    return [&f = fab_](std::chrono::microseconds max) { f.nap(max); };
+}
+
+}  // namespace ccl::transport

@@ -35,7 +35,9 @@ Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts
                std::vector<size_t> recvcounts, ccl_datatype_t dtype);
 // Point to point with a rank on another node. A send copies the data and returns at once (it
 // never waits for its receiver).
-Task send(Communicator& c, const void* buf, size_t bytes, int peer);
-Task recv(Communicator& c, void* buf, size_t bytes, int peer);
+// `digest` identifies count and datatype: a receive expecting another fails with
+// CCL_ERROR_INVALID_USAGE and drops the message.
+Task send(Communicator& c, uint32_t digest, const void* buf, size_t bytes, int peer);
+Task recv(Communicator& c, uint32_t digest, void* buf, size_t bytes, int peer);
 
 }  // namespace ccl::hier

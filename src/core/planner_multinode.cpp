@@ -98,10 +98,10 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
         case CollType::recv: {
             const int peer = sig.root;
             const bool is_send = sig.coll == CollType::send;
+            const uint32_t digest =
+                CollSignature{CollType::send, sig.count, sig.dtype, CCL_SUM, 0}.digest();
             if (t.node_of(peer) == t.node()) {
                 // A co-located peer: the node's mailbox, by local rank.
-                const uint32_t digest =
-                    CollSignature{CollType::send, sig.count, sig.dtype, CCL_SUM, 0}.digest();
                 const int lpeer = t.local_rank_of(peer);
                 shm::Mailbox& box = comm.mailbox();
                 const bool single_copy = comm.single_copy();
@@ -118,12 +118,12 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                 break;
             }
             if (is_send)
-                s.steps.push_back({"ofi/send", [&c, bytes, peer](const Buffers& b) {
-                                       return hier::send(c, b.send, bytes, peer);
+                s.steps.push_back({"ofi/send", [&c, digest, bytes, peer](const Buffers& b) {
+                                       return hier::send(c, digest, b.send, bytes, peer);
                                    }});
             else
-                s.steps.push_back({"ofi/recv", [&c, bytes, peer](const Buffers& b) {
-                                       return hier::recv(c, b.recv, bytes, peer);
+                s.steps.push_back({"ofi/recv", [&c, digest, bytes, peer](const Buffers& b) {
+                                       return hier::recv(c, digest, b.recv, bytes, peer);
                                    }});
             break;
         }

@@ -23,6 +23,7 @@ struct Fabric::Op {
     ccl_result_t code = CCL_SUCCESS;  // when failed
     std::string error;
     bool is_recv = false;
+    bool exact = true;  // a receive fails unless the message has exactly `bytes`
     int peer = 0;
     size_t bytes = 0;
     std::vector<char> copy;  // a send's own copy of its data
@@ -131,11 +132,35 @@ Fabric::Fabric(int rank, int size, double timeout_s)
         release();
         throw;
     }
+    progress_ = std::thread([this] { progress_loop(); });
     for (auto& v : send_seq_) v.assign(size_t(size), 0);
     for (auto& v : recv_seq_) v.assign(size_t(size), 0);
     log().debug("rank {}: libfabric endpoint open, provider {}, domain {}{}", rank, provider_,
                 info_->domain_attr->name ? info_->domain_attr->name : "?",
                 mr_local_ ? ", registers local buffers" : "");
+}
+
+namespace {
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+}  // namespace
+
+void Fabric::progress_loop() {
+    constexpr std::chrono::microseconds kActive(500), kIdle(2000);
+    std::unique_lock<std::mutex> lk(thread_mu_);
+    while (!stop_) {
+        bool busy;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            busy = !pending_.empty();
+            if (busy && now_ns() - last_poll_ns_.load(std::memory_order_relaxed) > 400000)
+                poll_locked();
+        }
+        thread_cv_.wait_for(lk, busy ? kActive : kIdle, [this] { return stop_; });
+    }
 }
 
 Fabric::~Fabric() {
@@ -164,6 +189,14 @@ Fabric::~Fabric() {
 }
 
 void Fabric::release() noexcept {
+    if (progress_.joinable()) {
+        {
+            std::lock_guard<std::mutex> lk(thread_mu_);
+            stop_ = true;
+        }
+        thread_cv_.notify_all();
+        progress_.join();
+    }
     close_fid(ep_ ? &ep_->fid : nullptr, "endpoint");
     close_fid(av_ ? &av_->fid : nullptr, "address vector");
     close_fid(cq_ ? &cq_->fid : nullptr, "completion queue");
@@ -219,18 +252,25 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
     }
 }
 
-Fabric::OpRef Fabric::post(std::shared_ptr<Op> op) {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_[&op->ctx] = op;
-    return OpRef(std::move(op), this);
+Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy) {
+    if (!copy) return send_op(peer, ch, buf, bytes, {});
+    return send_op(peer, ch, nullptr, bytes,
+                   std::vector<char>(static_cast<const char*>(buf),
+                                     static_cast<const char*>(buf) + bytes));
 }
 
-Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy) {
+Fabric::OpRef Fabric::post_send(int peer, Channel ch, std::vector<char> data) {
+    const size_t bytes = data.size();
+    return send_op(peer, ch, nullptr, bytes, std::move(data));
+}
+
+Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t bytes,
+                              std::vector<char> owned) {
     auto op = std::make_shared<Op>();
     op->peer = peer;
     op->bytes = bytes;
-    if (copy) {
-        op->copy.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
+    if (!buf) {
+        op->copy = std::move(owned);
         buf = op->copy.data();
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -260,8 +300,17 @@ Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t by
 }
 
 Fabric::OpRef Fabric::post_recv(int peer, Channel ch, void* buf, size_t bytes) {
+    return recv_op(peer, ch, buf, bytes, true);
+}
+
+Fabric::OpRef Fabric::post_recv_any_size(int peer, Channel ch, void* buf, size_t bytes) {
+    return recv_op(peer, ch, buf, bytes, false);
+}
+
+Fabric::OpRef Fabric::recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact) {
     auto op = std::make_shared<Op>();
     op->is_recv = true;
+    op->exact = exact;
     op->peer = peer;
     op->bytes = bytes;
     std::lock_guard<std::mutex> lock(mu_);
@@ -313,9 +362,9 @@ void Fabric::complete_locked(void* context, ccl_result_t code, const std::string
     op->mr = nullptr;
     op->copy.clear();
     op->copy.shrink_to_fit();
-    if (code == CCL_SUCCESS && op->is_recv && len != op->bytes) {
+    if (code == CCL_SUCCESS && op->is_recv && op->exact && len != op->bytes) {
         code = CCL_ERROR_INVALID_USAGE;
-        op->error = "received " + std::to_string(len) + " bytes from rank " +
+        op->error = "a message of " + std::to_string(len) + " bytes came from rank " +
                     std::to_string(op->peer) + " where " + std::to_string(op->bytes) +
                     " were expected: the ranks disagree on a call's count or datatype";
     } else if (code != CCL_SUCCESS) {
@@ -330,6 +379,7 @@ void Fabric::complete_locked(void* context, ccl_result_t code, const std::string
 
 bool Fabric::poll_locked() {
     if (!cq_) return false;
+    last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
     fi_cq_tagged_entry entries[16];
     bool any = false;
     for (;;) {

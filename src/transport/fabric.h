@@ -16,7 +16,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <condition_variable>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -74,9 +76,13 @@ public:
     // caller may reuse `buf` at once (point-to-point sends, which never wait for their receiver);
     // otherwise `buf` must stay valid until the operation completes.
     OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy = false);
+    // The same with data the operation owns (the caller needs nothing back).
+    OpRef post_send(int peer, Channel ch, std::vector<char> data);
     // Posts a receive of at most `bytes` from `peer`; a longer message fails the operation, a
     // shorter one too (counts differ between the ranks: CCL_ERROR_INVALID_USAGE).
     OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes);
+    // The same, where any message of at most `bytes` is fine.
+    OpRef post_recv_any_size(int peer, Channel ch, void* buf, size_t bytes);
     Done done(const OpRef& op);
 
     // From any thread: every wait throws CCL_ERROR_ABORTED from now on.
@@ -92,7 +98,8 @@ public:
 
 private:
     friend class Done;
-    OpRef post(std::shared_ptr<Op> op);
+    OpRef recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact);
+    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
     void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len);
     bool poll_locked();
@@ -116,6 +123,16 @@ private:
     std::unordered_map<void*, std::shared_ptr<Op>> pending_;  // by context
     std::atomic<bool> aborted_{false};
     std::function<void()> check_;
+    // Progress for operations nobody waits on: a send that returned at once while its rank
+    // blocks in shared memory still needs the provider driven (manual progress) to go out. The
+    // thread polls only when operations are pending and no waiter polled lately; it sleeps
+    // otherwise.
+    void progress_loop();
+    std::atomic<int64_t> last_poll_ns_{0};
+    std::mutex thread_mu_;
+    std::condition_variable thread_cv_;
+    bool stop_ = false;
+    std::thread progress_;
 };
 
 // Waits until an operation completed; throws its error, CCL_ERROR_TIMEOUT at the deadline,

@@ -152,6 +152,13 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot)
 
 Communicator::~Communicator() = default;
 
+std::vector<int> Communicator::remote_ranks() const {
+    std::vector<int> r;
+    for (int i = 0; i < size_; ++i)
+        if (topo_.node_of(i) != topo_.node()) r.push_back(i);
+    return r;
+}
+
 std::string Communicator::transports() const {
     return fabric_ ? "shm+ofi(" + fabric_->provider() + ")" : "shm";
 }
@@ -279,6 +286,8 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         arena_->segment().unlink();
         mailbox_->segment().unlink();
     }
+    // A notice from another node breaks this node's arena too, with the notice's code.
+    fabric_->set_on_remote_failure([arena = &*arena_](ccl_result_t code) { arena->mark_failed(code); });
     // A fabric wait stops early when a co-located peer reported a failure.
     fabric_->set_failure_check([arena = &*arena_] {
         std::string message;
@@ -380,9 +389,12 @@ void Communicator::note_failure(const Error& e) {
         arena_->mark_failed(e.code());
     // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
     if (!arena_->failed()) return;
-    // Nothing more moves over the fabric either: its waits fail at once, its sends are not
-    // waited for at destruction.
-    if (fabric_) fabric_->abort();
+    // The other nodes' ranks learn it at once; nothing more moves over the fabric: its waits
+    // fail at once, its sends are not waited for at destruction.
+    if (fabric_) {
+        fabric_->notify_failure(e.code(), e.what(), remote_ranks());
+        fabric_->abort();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_) broken_ = e;
     is_broken_.store(true, std::memory_order_release);
@@ -396,7 +408,11 @@ void Communicator::abort() {
         is_broken_.store(true, std::memory_order_release);
     }
     arena_->abort();
-    if (fabric_) fabric_->abort();
+    if (fabric_) {
+        fabric_->notify_failure(CCL_ERROR_ABORTED, "it aborted the communicator (ccl_comm_abort)",
+                                remote_ranks());
+        fabric_->abort();
+    }
     mailbox_->wake_all();
     log().info("rank {}/{}: communicator aborted", rank_, size_);
 }

@@ -120,6 +120,7 @@ private:
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
     void setup_single_node(Bootstrap& boot);
     void setup_multinode(Bootstrap& boot);
+    std::vector<int> remote_ranks() const;  // the ranks on other nodes
 
     const uint64_t id_;
     int size_;

@@ -32,12 +32,19 @@ struct Fabric::Op {
 
 namespace {
 
-constexpr int kTagShift = 40;  // tag: channel (bit 63) | sender (bits 40-62) | sequence
+constexpr int kTagShift = 40;  // tag: channel (bits 62-63) | sender (bits 40-61) | sequence
 constexpr uint64_t kSeqMask = (uint64_t(1) << kTagShift) - 1;
+constexpr uint64_t kChannelMask = uint64_t(3) << 62;
 
 uint64_t make_tag(Channel ch, int sender, uint64_t seq) {
-    return uint64_t(ch) << 63 | uint64_t(sender) << kTagShift | (seq & kSeqMask);
+    return uint64_t(ch) << 62 | uint64_t(sender) << kTagShift | (seq & kSeqMask);
 }
+
+struct Notice {
+    int32_t code;
+    int32_t rank;
+    char what[248];
+};
 
 std::string fi_error(const std::string& what, int ret) {
     return what + ": " + fi_strerror(ret < 0 ? -ret : ret);
@@ -169,7 +176,11 @@ Fabric::~Fabric() {
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                         std::chrono::duration<double>(timeout_s_));
-    if (ep_ && !aborted_.load()) {
+    // After a failure only briefly: failure notices should still go out.
+    if (aborted_.load())
+        deadline = std::min(deadline, std::chrono::steady_clock::now() +
+                                          std::chrono::milliseconds(200));
+    if (ep_) {
         for (;;) {
             {
                 std::lock_guard<std::mutex> lock(mu_);
@@ -201,6 +212,8 @@ void Fabric::release() noexcept {
     close_fid(av_ ? &av_->fid : nullptr, "address vector");
     close_fid(cq_ ? &cq_->fid : nullptr, "completion queue");
     for (auto& [ctx, op] : pending_) close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    close_fid(notice_mr_ ? &notice_mr_->fid : nullptr, "memory region");
+    notice_mr_ = nullptr;
     pending_.clear();
     close_fid(domain_ ? &domain_->fid : nullptr, "domain");
     close_fid(fabric_ ? &fabric_->fid : nullptr, "fabric");
@@ -249,6 +262,43 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
                                               "' refused rank " + std::to_string(r) +
                                               "'s address (fi_av_insert)");
         addrs_[size_t(r)] = a;
+    }
+    // The failure notice from any rank: every tag of the notice channel.
+    std::lock_guard<std::mutex> lock(mu_);
+    notice_buf_.assign(sizeof(Notice), 0);
+    notice_op_ = std::make_shared<Op>();
+    notice_op_->is_recv = true;
+    notice_op_->exact = false;
+    notice_op_->peer = -1;
+    notice_op_->bytes = notice_buf_.size();
+    void* desc = nullptr;
+    if (mr_local_) {
+        int r = fi_mr_reg(domain_, notice_buf_.data(), notice_buf_.size(), FI_RECV, 0, 0, 0,
+                          &notice_mr_, nullptr);
+        if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_mr_reg", r));
+        desc = fi_mr_desc(notice_mr_);
+    }
+    ssize_t r = fi_trecv(ep_, notice_buf_.data(), notice_buf_.size(), desc, FI_ADDR_UNSPEC,
+                         make_tag(Channel::notice, 0, 0), ~kChannelMask, &notice_op_->ctx);
+    if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_trecv (failure notices)", int(r)));
+    pending_[&notice_op_->ctx] = notice_op_;
+}
+
+void Fabric::notify_failure(ccl_result_t code, const std::string& what,
+                            const std::vector<int>& peers) {
+    if (notified_.exchange(true) || addrs_.empty()) return;
+    Notice n{};
+    n.code = code;
+    n.rank = rank_;
+    what.copy(n.what, sizeof(n.what) - 1);
+    for (int p : peers) {
+        try {
+            std::vector<char> msg(sizeof(n));
+            std::memcpy(msg.data(), &n, sizeof(n));
+            post_send(p, Channel::notice, std::move(msg));
+        } catch (const Error& e) {  // best effort: the peer's deadline still holds
+            log().debug("rank {}: failure notice to rank {} not sent: {}", rank_, p, e.what());
+        }
     }
 }
 
@@ -372,6 +422,18 @@ void Fabric::complete_locked(void* context, ccl_result_t code, const std::string
     }
     op->code = code;
     op->state.store(code == CCL_SUCCESS ? 1 : 2, std::memory_order_release);
+    if (op == notice_op_ && code == CCL_SUCCESS) {
+        Notice n{};
+        std::memcpy(&n, notice_buf_.data(), std::min(sizeof(n), len));
+        n.what[sizeof(n.what) - 1] = 0;
+        // A peer's abort is, seen from here, a peer that gave up.
+        const ccl_result_t c = n.code == CCL_ERROR_ABORTED || n.code == CCL_SUCCESS
+                                   ? CCL_ERROR_PEER_FAILURE
+                                   : ccl_result_t(n.code);
+        remote_what_ = "rank " + std::to_string(n.rank) + " (on another node) failed first: " +
+                       n.what;
+        remote_code_.store(c, std::memory_order_release);
+    }
     if (code != CCL_SUCCESS)
         log().debug("rank {}: libfabric operation with rank {} failed: {}", rank_, op->peer,
                     op->error);
@@ -457,6 +519,11 @@ bool Fabric::Done::ready() {
     }
     if (s == 1) return true;
     if (s == 2) throw Error(op_->code, op_->error);
+    if (int code = fab_.remote_code_.load(std::memory_order_acquire)) {
+        if (fab_.on_remote_) fab_.on_remote_(ccl_result_t(code));
+        std::lock_guard<std::mutex> lock(fab_.mu_);
+        throw Error(ccl_result_t(code), fab_.remote_what_);
+    }
     if (fab_.aborted_.load(std::memory_order_acquire))
         throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
     auto now = std::chrono::steady_clock::now();

@@ -31,10 +31,13 @@ struct fid_domain;
 struct fid_ep;
 struct fid_av;
 struct fid_cq;
+struct fid_mr;
 
 namespace ccl::transport {
 
-enum class Channel : uint64_t { coll = 0, p2p = 1 };
+// Collectives, point to point, and failure notices (a rank whose communicator broke tells the
+// other nodes' ranks, so that they fail at once with its error instead of at their deadline).
+enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2 };
 
 class Fabric {
 public:
@@ -90,6 +93,11 @@ public:
     // Set by the communicator: called now and then in waits, throws when the wait must stop
     // (a co-located peer reported a failure).
     void set_failure_check(std::function<void()> check) { check_ = std::move(check); }
+    // Set by the communicator: called once a notice from another node's rank arrives, with its
+    // code (before the waits throw it).
+    void set_on_remote_failure(std::function<void(ccl_result_t)> f) { on_remote_ = std::move(f); }
+    // Tells `peers` (once per endpoint) that this rank's communicator broke with `code`.
+    void notify_failure(ccl_result_t code, const std::string& what, const std::vector<int>& peers);
 
     // Reads completions once; true when something completed.
     bool poll();
@@ -118,7 +126,15 @@ private:
     bool can_sleep_ = false;  // the CQ has a wait object: fi_cq_sread works
     bool mr_local_ = false;   // the provider wants local buffers registered
     std::vector<uint64_t> addrs_;
-    std::vector<uint64_t> send_seq_[2], recv_seq_[2];  // per channel and peer
+    std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer
+    // The receive of a failure notice from any rank, posted by connect().
+    std::vector<char> notice_buf_;
+    std::shared_ptr<Op> notice_op_;
+    fid_mr* notice_mr_ = nullptr;
+    std::atomic<int> remote_code_{0};  // a notice's code, once one came
+    std::string remote_what_;          // its text (under mu_)
+    std::atomic<bool> notified_{false};
+    std::function<void(ccl_result_t)> on_remote_;
     std::mutex mu_;  // every fabric call and the tables below
     std::unordered_map<void*, std::shared_ptr<Op>> pending_;  // by context
     std::atomic<bool> aborted_{false};

@@ -268,6 +268,7 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         names.push_back(name);
     }
     fabric_->connect(names);
+    fabric_->connect_all();
     if (!leader) {
         const std::string& text = all[size_t(topo_.leader(topo_.node()))];
         std::istringstream in(text);

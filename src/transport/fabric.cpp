@@ -284,6 +284,16 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
     pending_[&notice_op_->ctx] = notice_op_;
 }
 
+void Fabric::connect_all() {
+    std::vector<OpRef> ops;
+    std::vector<char> hello(size_t(size_), 0);
+    for (int p = 0; p < size_; ++p) {
+        if (p < rank_) ops.push_back(post_recv(p, Channel::coll, &hello[size_t(p)], 1));
+        if (p > rank_) ops.push_back(post_send(p, Channel::coll, &hello[size_t(rank_)], 1));
+    }
+    for (auto& op : ops) Done(*this, op.get()).block();
+}
+
 void Fabric::notify_failure(ccl_result_t code, const std::string& what,
                             const std::vector<int>& peers) {
     if (notified_.exchange(true) || addrs_.empty()) return;
@@ -295,7 +305,9 @@ void Fabric::notify_failure(ccl_result_t code, const std::string& what,
         try {
             std::vector<char> msg(sizeof(n));
             std::memcpy(msg.data(), &n, sizeof(n));
-            post_send(p, Channel::notice, std::move(msg));
+            // Briefly: a peer that cannot take it still has its own deadline.
+            const size_t bytes = msg.size();  // before msg moves
+            send_op(p, Channel::notice, nullptr, bytes, std::move(msg), 0.05);
         } catch (const Error& e) {  // best effort: the peer's deadline still holds
             log().debug("rank {}: failure notice to rank {} not sent: {}", rank_, p, e.what());
         }
@@ -315,7 +327,7 @@ Fabric::OpRef Fabric::post_send(int peer, Channel ch, std::vector<char> data) {
 }
 
 Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t bytes,
-                              std::vector<char> owned) {
+                              std::vector<char> owned, double patience_s) {
     auto op = std::make_shared<Op>();
     op->peer = peer;
     op->bytes = bytes;
@@ -334,7 +346,9 @@ Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t byte
     pending_[&op->ctx] = op;
     // The provider may be out of resources for a moment: progress and try again, within the
     // deadline.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(patience_s < 0 ? timeout_s_ : patience_s));
     for (;;) {
         ssize_t r = fi_tsend(ep_, buf, bytes, desc, addrs_[size_t(peer)], tag, &op->ctx);
         if (r == 0) break;

@@ -71,6 +71,10 @@ public:
     const std::string& provider() const { return provider_; }
     // Inserts every rank's address (hex, from name_hex) into the address vector.
     void connect(const std::vector<std::string>& names_hex);
+    // Collective: opens every connection from the lower rank to the higher one, so that no two
+    // ranks ever connect to each other at the same time later (connection-oriented providers
+    // such as tcp;ofi_rxm lost messages when they did). Blocks, with the deadline.
+    void connect_all();
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -107,7 +111,10 @@ public:
 private:
     friend class Done;
     OpRef recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact);
-    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned);
+    // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
+    // timeout).
+    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned,
+                  double patience_s = -1);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
     void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len);
     bool poll_locked();

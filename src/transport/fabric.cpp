@@ -484,8 +484,11 @@ bool Fabric::poll_locked() {
                       " is longer than its receive: the ranks disagree on a call's count or "
                       "datatype";
             } else if (err.err == FI_ECANCELED) {
-                code = CCL_ERROR_ABORTED;
-                msg = "cancelled";
+                // Our own cancellations have no waiter left: this one is the provider's, when
+                // the connection to the peer broke.
+                msg = std::string("libfabric cancelled the ") + (recv ? "receive from" : "send to") +
+                      " rank " + std::to_string(peer) + " (provider " + provider_ +
+                      "): its connection broke, the rank probably died";
             }
             complete_locked(err.op_context, code, msg, err.len);
             continue;

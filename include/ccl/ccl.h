@@ -163,6 +163,10 @@ CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm
 CCL_API ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm);
 CCL_API ccl_result_t ccl_comm_rank(ccl_comm_t comm, int* rank);
 CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
+/* How many nodes the communicator's ranks span (ranks on one node share memory; CCL_NODE_ID
+ * overrides what a node is) and the transports it uses, e.g. "shm" or "shm+ofi(tcp;ofi_rxm)",
+ * written NUL-terminated into `transports` (truncated to `size` bytes; NULL or 0: not written). */
+CCL_API ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_t size);
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 
 /*

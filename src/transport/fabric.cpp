@@ -70,11 +70,18 @@ Fabric::OpRef::~OpRef() {
     if (op_ && fab_) fab_->cancel(op_);
 }
 
-Fabric::Fabric(int rank, int size, double timeout_s)
-    : rank_(rank), size_(size), timeout_s_(timeout_s), info_(nullptr, fi_freeinfo) {
-    // FI_PROVIDER is libfabric's own: when it is set, libfabric filters the providers itself.
+namespace {
+
+// FI_PROVIDER is libfabric's own: when it is set, libfabric filters the providers itself.
+std::string wanted_provider() {
     const char* env = std::getenv("FI_PROVIDER");
-    const std::string wanted = env && *env ? env : "tcp";
+    return env && *env ? env : "tcp";
+}
+
+// The providers that fit (fi_freeinfo them); throws CCL_ERROR_UNSUPPORTED naming the provider and
+// what fi_getinfo said.
+fi_info* get_info(const std::string& wanted) {
+    const char* env = std::getenv("FI_PROVIDER");
     std::unique_ptr<fi_info, void (*)(fi_info*)> hints(fi_allocinfo(), fi_freeinfo);
     if (!hints) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_allocinfo failed");
     hints->caps = FI_TAGGED;
@@ -95,6 +102,26 @@ Fabric::Fabric(int rank, int size, double timeout_s)
                         fi_strerror(ret < 0 ? -ret : ret) +
                         ". Set FI_PROVIDER to a provider this host has (fi_info lists them); "
                         "ranks on other nodes need one");
+    return found;
+}
+
+}  // namespace
+
+std::string Fabric::probe() {
+    try {
+        fi_info* found = get_info(wanted_provider());
+        std::string name = found->fabric_attr->prov_name ? found->fabric_attr->prov_name : "?";
+        fi_freeinfo(found);
+        return name;
+    } catch (const Error& e) {
+        return std::string("unavailable: ") + e.what();
+    }
+}
+
+Fabric::Fabric(int rank, int size, double timeout_s)
+    : rank_(rank), size_(size), timeout_s_(timeout_s), info_(nullptr, fi_freeinfo) {
+    const std::string wanted = wanted_provider();
+    fi_info* found = get_info(wanted);
     // Prefer IPv4 addresses (the first entry of a kind is the provider's preferred interface).
     fi_info* pick = found;
     for (fi_info* i = found; i; i = i->next)

@@ -63,6 +63,8 @@ public:
     // (libfabric's variable), `tcp` when it is unset. Throws CCL_ERROR_UNSUPPORTED naming the
     // provider and what fi_getinfo said when none fits.
     Fabric(int rank, int size, double timeout_s);
+    // The provider an endpoint would use ("tcp;ofi_rxm"), or "unavailable: <why>". Opens nothing.
+    static std::string probe();
     ~Fabric();  // waits (at most the timeout) for unfinished sends, then releases everything
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;

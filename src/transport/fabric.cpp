@@ -146,14 +146,8 @@ Fabric::Fabric(int rank, int size, double timeout_s)
         check(fi_domain(fabric_, info_.get(), &domain_, nullptr), "fi_domain");
         fi_cq_attr cq_attr{};
         cq_attr.format = FI_CQ_FORMAT_TAGGED;
-        cq_attr.wait_obj = FI_WAIT_UNSPEC;  // lets an idle waiter sleep in fi_cq_sread
-        cq_attr.size = 0;
-        if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) == 0) {
-            can_sleep_ = true;
-        } else {
-            cq_attr.wait_obj = FI_WAIT_NONE;
-            check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
-        }
+        cq_attr.wait_obj = FI_WAIT_NONE;  // waits poll (see Done::block)
+        check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
         fi_av_attr av_attr{};
         av_attr.type = FI_AV_TABLE;
         av_attr.count = size_t(size);
@@ -530,19 +524,8 @@ bool Fabric::poll() {
 }
 
 void Fabric::nap(std::chrono::microseconds max) {
-    if (can_sleep_) {
-        std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-        if (lock) {
-            // fi_cq_sread returns the completions it waited for: handle them like fi_cq_read's.
-            fi_cq_tagged_entry entry;
-            (void)max;  // the shortest sleep fi_cq_sread knows: 1 ms
-            ssize_t n = fi_cq_sread(cq_, &entry, 1, nullptr, 1);
-            if (n > 0) complete_locked(entry.op_context, CCL_SUCCESS, {}, entry.len);
-            if (n == -FI_EAVAIL || n > 0) poll_locked();
-            return;
-        }
-    }
-    std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(50)));
+    poll();
+    std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(100)));
 }
 
 Fabric::Done Fabric::done(const OpRef& op) { return Done(*this, op.get()); }
@@ -586,18 +569,20 @@ bool Fabric::Done::ready() {
 }
 
 void Fabric::Done::block() {
-    // Spin on the queue briefly (a message is often on its way), then yield the core (others may
-    // need it: oversubscription is normal), then sleep in the provider's wait object.
+    // Poll the queue briefly (a message is often on its way), then poll and yield the core
+    // (others may need it: oversubscription is normal), then poll between short sleeps. Polling
+    // is what moves the data (manual progress); tcp;ofi_rxm's wait object (fi_cq_sread) did not
+    // wake on incoming data, so it is not used.
     auto start = std::chrono::steady_clock::now();
     for (;;) {
         if (ready()) return;
         auto waited = std::chrono::steady_clock::now() - start;
         if (waited < std::chrono::microseconds(50))
             continue;
-        else if (waited < std::chrono::microseconds(500))
+        else if (waited < std::chrono::milliseconds(5))
             sched_yield();
         else
-            fab_.nap(std::chrono::microseconds(1000));
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
 }
 

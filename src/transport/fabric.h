@@ -132,7 +132,6 @@ private:
     fid_cq* cq_ = nullptr;
     fid_av* av_ = nullptr;
     fid_ep* ep_ = nullptr;
-    bool can_sleep_ = false;  // the CQ has a wait object: fi_cq_sread works
     bool mr_local_ = false;   // the provider wants local buffers registered
     std::vector<uint64_t> addrs_;
     std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer

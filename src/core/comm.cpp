@@ -59,8 +59,8 @@ public:
         kvs_.put(key + std::to_string(rank_), value);
         std::vector<std::string> all(static_cast<size_t>(size_));
         for (int r = 0; r < size_; ++r)
-            all[size_t(r)] = r == rank_ ? value
-                                        : kvs_.get(key + std::to_string(r), config().kvs_timeout_s);
+            all[size_t(r)] =
+                r == rank_ ? value : kvs_.get(key + std::to_string(r), config().kvs_timeout_s);
         return all;
     }
     void barrier() override { kvs_.barrier(prefix_ + "mapped", size_, config().kvs_timeout_s); }
@@ -106,8 +106,9 @@ private:
         ++exchanges_;
         constexpr size_t kRecord = 512;
         if (value.size() >= kRecord)
-            throw Error(CCL_ERROR_INTERNAL, "a bootstrap record of " +
-                                                std::to_string(value.size()) + " bytes is too long");
+            throw Error(
+                CCL_ERROR_INTERNAL,
+                "a bootstrap record of " + std::to_string(value.size()) + " bytes is too long");
         std::vector<char> mine(kRecord, 0), all(kRecord * size_t(parent_.size()));
         value.copy(mine.data(), kRecord - 1);
         parent_.run({CollType::allgather, kRecord, CCL_UINT8, CCL_SUM, 0},
@@ -196,8 +197,9 @@ void Communicator::setup_single_node(Bootstrap& boot) {
         // The segments' job id travels with their names: a segment that does not carry it
         // (stale, foreign, replaced) is refused when the others open it.
         shm::JobId job = kvs::random_secret();
-        arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size_, buffer_size), job),
-                       size_, rank_, buffer_size, cfg.timeout_s, true);
+        arena_.emplace(
+            shm::Segment::create(name, shm::Arena::bytes_needed(size_, buffer_size), job), size_,
+            rank_, buffer_size, cfg.timeout_s, true);
         mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size_), job),
                          name + "-d", *arena_);
         shared = name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
@@ -209,8 +211,9 @@ void Communicator::setup_single_node(Bootstrap& boot) {
         arena_.emplace(
             shm::Segment::open(r.name, shm::Arena::bytes_needed(size_, r.buffer_size), r.job),
             size_, rank_, r.buffer_size, cfg.timeout_s, false);
-        mailbox_.emplace(shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(size_), r.job),
-                         r.name + "-d", *arena_);
+        mailbox_.emplace(
+            shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(size_), r.job),
+            r.name + "-d", *arena_);
     }
     // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,
     // whatever happens to the processes later.
@@ -288,7 +291,8 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         mailbox_->segment().unlink();
     }
     // A notice from another node breaks this node's arena too, with the notice's code.
-    fabric_->set_on_remote_failure([arena = &*arena_](ccl_result_t code) { arena->mark_failed(code); });
+    fabric_->set_on_remote_failure(
+        [arena = &*arena_](ccl_result_t code) { arena->mark_failed(code); });
     // A fabric wait stops early when a co-located peer reported a failure.
     fabric_->set_failure_check([arena = &*arena_] {
         std::string message;

@@ -76,7 +76,7 @@ public:
     // Whether the ranks span several nodes: then fabric() reaches every rank.
     bool multinode() const { return fabric_ != nullptr; }
     transport::Fabric& fabric() { return *fabric_; }
-    std::string transports() const;  // "shm" or e.g. "shm+ofi(tcp;ofi_rxm)"
+    std::string transports() const;                   // "shm" or e.g. "shm+ofi(tcp;ofi_rxm)"
     const Config& config() const { return config_; }  // as it was when the communicator was made
     // Whether every rank may copy straight from its peers' memory (shm/cma.h): CCL_SINGLE_COPY on
     // every rank and the probe at creation worked between every pair of neighbours.

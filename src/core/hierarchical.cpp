@@ -13,10 +13,11 @@ namespace ccl::hier {
 namespace {
 
 // Runs a nested task to its end inside the calling coroutine.
-#define CCL_NESTED(expr)                      \
-    do {                                      \
-        Task nested_ = (expr);                \
-        while (!co_await Nested{nested_}) {} \
+#define CCL_NESTED(expr)                    \
+    do {                                    \
+        Task nested_ = (expr);              \
+        while (!co_await Nested{nested_}) { \
+        }                                   \
     } while (0)
 
 char* at(void* p, size_t off) { return static_cast<char*>(p) + off; }
@@ -132,8 +133,8 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
         pack[size_t(k) + 1] = pack[size_t(k)] + b;
     }
     const bool leader = t.local_rank() == 0;
-    std::vector<char> all(leader ? pack.back() : 0), node(leader ? 0 : pack[size_t(t.node()) + 1] -
-                                                                        pack[size_t(t.node())]);
+    std::vector<char> all(leader ? pack.back() : 0),
+        node(leader ? 0 : pack[size_t(t.node()) + 1] - pack[size_t(t.node())]);
     char* mine = leader ? all.data() + pack[size_t(t.node())] : node.data();
     if (t.local_size() > 1) {
         std::vector<size_t> local;
@@ -198,7 +199,8 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
         pack_for(me, mine.data());
         std::vector<const void*> srcs;
         for (int k = 0; k < n; ++k) srcs.push_back(k == me ? mine.data() : in[size_t(k)].data());
-        if (count) ccl::reduce(mine.data(), srcs.data(), n, count * size_t(t.local_size()), dtype, rop, 1);
+        if (count)
+            ccl::reduce(mine.data(), srcs.data(), n, count * size_t(t.local_size()), dtype, rop, 1);
     }
     if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, mine.data(), node_bytes, 0));
     std::memcpy(recv, mine.data() + size_t(t.local_rank()) * blk, blk);
@@ -218,10 +220,10 @@ Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts
         send = copy.data();
     }
     if (sendcounts[me] != recvcounts[me])
-        throw Error(CCL_ERROR_INVALID_USAGE,
-                    "alltoallv: rank " + std::to_string(me) + " sends itself " +
-                        std::to_string(sendcounts[me]) + " elements but expects " +
-                        std::to_string(recvcounts[me]));
+        throw Error(CCL_ERROR_INVALID_USAGE, "alltoallv: rank " + std::to_string(me) +
+                                                 " sends itself " + std::to_string(sendcounts[me]) +
+                                                 " elements but expects " +
+                                                 std::to_string(recvcounts[me]));
     std::vector<transport::Fabric::OpRef> ops;
     for (size_t j = 0; j < n; ++j)
         if (j != me)
@@ -233,7 +235,8 @@ Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts
         ops.push_back(f.post_send(int(j), transport::Channel::coll, at(send, soff[j]),
                                   sendcounts[j] * esize));
     }
-    if (sendcounts[me]) std::memmove(at(recv, roff[me]), at(send, soff[me]), sendcounts[me] * esize);
+    if (sendcounts[me])
+        std::memmove(at(recv, roff[me]), at(send, soff[me]), sendcounts[me] * esize);
     for (auto& o : ops) co_await f.done(o);
 }
 

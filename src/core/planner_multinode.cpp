@@ -32,17 +32,16 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
     switch (sig.coll) {
         case CollType::allreduce:
             if (sig.count == 0) break;
-            s.steps.push_back({"hier/allreduce", [&c, sig, d = sig.digest(kHierAllreduce)](
-                                                     const Buffers& b) {
-                                   return hier::allreduce(c, d, b.send, b.recv, sig.count,
-                                                          sig.dtype, sig.op);
-                               }});
+            s.steps.push_back(
+                {"hier/allreduce", [&c, sig, d = sig.digest(kHierAllreduce)](const Buffers& b) {
+                     return hier::allreduce(c, d, b.send, b.recv, sig.count, sig.dtype, sig.op);
+                 }});
             break;
         case CollType::broadcast:
             if (sig.count == 0) break;
             s.steps.push_back(
-                {"hier/broadcast", [&c, bytes, root = sig.root,
-                                    d = sig.digest(kHierBroadcast)](const Buffers& b) {
+                {"hier/broadcast",
+                 [&c, bytes, root = sig.root, d = sig.digest(kHierBroadcast)](const Buffers& b) {
                      return hier::broadcast(c, d, b.recv, bytes, root);
                  }});
             break;
@@ -59,12 +58,12 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
             if (sig.count == 0) break;
             std::vector<size_t> equal;
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
-            s.steps.push_back({"hier/allgatherv",
-                               [&c, dtype = sig.dtype, equal = std::move(equal),
-                                d = sig.digest(kHierAllgather)](const Buffers& b) {
-                                   return hier::allgatherv(c, d, b.send, b.recv,
-                                                           equal.empty() ? b.counts : equal, dtype);
-                               }});
+            s.steps.push_back(
+                {"hier/allgatherv", [&c, dtype = sig.dtype, equal = std::move(equal),
+                                     d = sig.digest(kHierAllgather)](const Buffers& b) {
+                     return hier::allgatherv(c, d, b.send, b.recv, equal.empty() ? b.counts : equal,
+                                             dtype);
+                 }});
             break;
         }
         case CollType::reduce_scatter:
@@ -89,8 +88,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                          sc.assign(b.counts.begin(), b.counts.begin() + long(n));
                          rc.assign(b.counts.begin() + long(n), b.counts.begin() + long(2 * n));
                      }
-                     return hier::alltoallv(c, b.send, std::move(sc), b.recv, std::move(rc),
-                                            dtype);
+                     return hier::alltoallv(c, b.send, std::move(sc), b.recv, std::move(rc), dtype);
                  }});
             break;
         }
@@ -128,10 +126,9 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
             break;
         }
         case CollType::barrier:
-            s.steps.push_back(
-                {"hier/barrier", [&c, d = sig.digest(kHierBarrier)](const Buffers&) {
-                     return hier::barrier(c, d);
-                 }});
+            s.steps.push_back({"hier/barrier", [&c, d = sig.digest(kHierBarrier)](const Buffers&) {
+                                   return hier::barrier(c, d);
+                               }});
             break;
     }
     return s;

@@ -20,7 +20,7 @@ public:
     Topology(const std::vector<std::string>& ids, int rank);
 
     int nnodes() const { return int(ranks_of_.size()); }
-    int node() const { return node_; }                       // mine
+    int node() const { return node_; }  // mine
     int node_of(int rank) const { return node_of_[size_t(rank)]; }
     int local_rank_of(int rank) const { return local_of_[size_t(rank)]; }
     const std::vector<int>& ranks_of(int node) const { return ranks_of_[size_t(node)]; }

@@ -90,7 +90,7 @@ fi_info* get_info(const std::string& wanted) {
     // Registration modes we can live with: we register local buffers when asked (FI_MR_LOCAL);
     // we never expose memory to remote access.
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-    hints->domain_attr->threading = FI_THREAD_DOMAIN;  // we serialise with mu_
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;                  // we serialise with mu_
     if (!env || !*env) hints->fabric_attr->prov_name = strdup("tcp");  // freed by fi_freeinfo
     fi_info* found = nullptr;
     int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
@@ -199,8 +199,8 @@ Fabric::~Fabric() {
                         std::chrono::duration<double>(timeout_s_));
     // After a failure only briefly: failure notices should still go out.
     if (aborted_.load())
-        deadline = std::min(deadline, std::chrono::steady_clock::now() +
-                                          std::chrono::milliseconds(200));
+        deadline =
+            std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     if (ep_) {
         for (;;) {
             {
@@ -279,9 +279,8 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
         std::lock_guard<std::mutex> lock(mu_);
         int n = fi_av_insert(av_, raw.data(), 1, &a, 0, nullptr);
         if (n != 1)
-            throw Error(CCL_ERROR_SYSTEM, "libfabric provider '" + provider_ +
-                                              "' refused rank " + std::to_string(r) +
-                                              "'s address (fi_av_insert)");
+            throw Error(CCL_ERROR_SYSTEM, "libfabric provider '" + provider_ + "' refused rank " +
+                                              std::to_string(r) + "'s address (fi_av_insert)");
         addrs_[size_t(r)] = a;
     }
     // The failure notice from any rank: every tag of the notice channel.
@@ -337,9 +336,9 @@ void Fabric::notify_failure(ccl_result_t code, const std::string& what,
 
 Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy) {
     if (!copy) return send_op(peer, ch, buf, bytes, {});
-    return send_op(peer, ch, nullptr, bytes,
-                   std::vector<char>(static_cast<const char*>(buf),
-                                     static_cast<const char*>(buf) + bytes));
+    return send_op(
+        peer, ch, nullptr, bytes,
+        std::vector<char>(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes));
 }
 
 Fabric::OpRef Fabric::post_send(int peer, Channel ch, std::vector<char> data) {
@@ -407,7 +406,9 @@ Fabric::OpRef Fabric::recv_op(int peer, Channel ch, void* buf, size_t bytes, boo
         desc = fi_mr_desc(op->mr);
     }
     pending_[&op->ctx] = op;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeout_s_));
     for (;;) {
         // The tag names the sender: no need for directed receives (FI_DIRECTED_RECV).
         ssize_t r = fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op->ctx);
@@ -465,8 +466,8 @@ void Fabric::complete_locked(void* context, ccl_result_t code, const std::string
         const ccl_result_t c = n.code == CCL_ERROR_ABORTED || n.code == CCL_SUCCESS
                                    ? CCL_ERROR_PEER_FAILURE
                                    : ccl_result_t(n.code);
-        remote_what_ = "rank " + std::to_string(n.rank) + " (on another node) failed first: " +
-                       n.what;
+        remote_what_ =
+            "rank " + std::to_string(n.rank) + " (on another node) failed first: " + n.what;
         remote_code_.store(c, std::memory_order_release);
     }
     if (code != CCL_SUCCESS)
@@ -497,8 +498,8 @@ bool Fabric::poll_locked() {
             bool recv = it != pending_.end() && it->second->is_recv;
             ccl_result_t code = CCL_ERROR_PEER_FAILURE;
             std::string msg = std::string("libfabric ") + (recv ? "receive from" : "send to") +
-                              " rank " + std::to_string(peer) + " failed (provider " +
-                              provider_ + "): " + fi_strerror(err.err) + " (" + what + ")";
+                              " rank " + std::to_string(peer) + " failed (provider " + provider_ +
+                              "): " + fi_strerror(err.err) + " (" + what + ")";
             if (err.err == FI_ETRUNC) {
                 code = CCL_ERROR_INVALID_USAGE;
                 msg = "a message from rank " + std::to_string(peer) +
@@ -507,9 +508,9 @@ bool Fabric::poll_locked() {
             } else if (err.err == FI_ECANCELED) {
                 // Our own cancellations have no waiter left: this one is the provider's, when
                 // the connection to the peer broke.
-                msg = std::string("libfabric cancelled the ") + (recv ? "receive from" : "send to") +
-                      " rank " + std::to_string(peer) + " (provider " + provider_ +
-                      "): its connection broke, the rank probably died";
+                msg = std::string("libfabric cancelled the ") +
+                      (recv ? "receive from" : "send to") + " rank " + std::to_string(peer) +
+                      " (provider " + provider_ + "): its connection broke, the rank probably died";
             }
             complete_locked(err.op_context, code, msg, err.len);
             continue;

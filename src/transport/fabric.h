@@ -11,12 +11,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -69,7 +69,7 @@ public:
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;
 
-    std::string name_hex() const;      // this endpoint's address, for the bootstrap
+    std::string name_hex() const;  // this endpoint's address, for the bootstrap
     const std::string& provider() const { return provider_; }
     // Inserts every rank's address (hex, from name_hex) into the address vector.
     void connect(const std::vector<std::string>& names_hex);
@@ -132,7 +132,7 @@ private:
     fid_cq* cq_ = nullptr;
     fid_av* av_ = nullptr;
     fid_ep* ep_ = nullptr;
-    bool mr_local_ = false;   // the provider wants local buffers registered
+    bool mr_local_ = false;  // the provider wants local buffers registered
     std::vector<uint64_t> addrs_;
     std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer
     // The receive of a failure notice from any rank, posted by connect().

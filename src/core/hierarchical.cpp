@@ -1,5 +1,6 @@
 #include "core/hierarchical.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/comm.h"
@@ -133,15 +134,17 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
         pack[size_t(k) + 1] = pack[size_t(k)] + b;
     }
     const bool leader = t.local_rank() == 0;
-    std::vector<char> all(leader ? pack.back() : 0),
-        node(leader ? 0 : pack[size_t(t.node()) + 1] - pack[size_t(t.node())]);
+    // At least a byte each: a node whose blocks are all empty still passes a valid pointer.
+    const size_t node_bytes = pack[size_t(t.node()) + 1] - pack[size_t(t.node())];
+    std::vector<char> all(leader ? std::max<size_t>(1, pack.back()) : 0),
+        node(leader ? 0 : std::max<size_t>(1, node_bytes));
     char* mine = leader ? all.data() + pack[size_t(t.node())] : node.data();
     if (t.local_size() > 1) {
         std::vector<size_t> local;
         for (int r : t.ranks_of(t.node())) local.push_back(counts[size_t(r)]);
         CCL_NESTED(shm::allgatherv(c.arena(), d, send, mine, local, dtype));
     } else {
-        std::memcpy(mine, send, counts[size_t(c.rank())] * esize);
+        if (counts[size_t(c.rank())]) std::memcpy(mine, send, counts[size_t(c.rank())] * esize);
     }
     if (leader) {
         transport::Group g = leaders(t);

@@ -215,9 +215,12 @@ std::string cpu_model() {
     return "unknown";
 }
 
-RunInfo run_info(int ranks) {
+RunInfo run_info(ccl_comm_t comm, int ranks) {
     RunInfo run;
     run.ranks = ranks;
+    char transports[128] = "";
+    check(ccl_comm_nodes(comm, &run.nodes, transports, sizeof transports), "ccl_comm_nodes");
+    run.transport = transports;
     int major = 0, minor = 0, patch = 0;
     check(ccl_get_version(&major, &minor, &patch), "ccl_get_version");
     run.version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
@@ -255,7 +258,7 @@ int run(int argc, char** argv) {
         return 2;
     }
 
-    RunInfo run = run_info(ranks);
+    RunInfo run = run_info(comm, ranks);
     check(ccl_comm_shm_bytes(comm, &run.shm_bytes), "ccl_comm_shm_bytes");
     report.header(run);
     Runner(comm, o, report).run();

@@ -1,4 +1,5 @@
 // The communicator part of the C ABI.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,20 @@ ccl_result_t ccl_comm_shm_bytes(ccl_comm_t comm, size_t* bytes) {
         auto c = comm_table().get(comm, "communicator");
         require_out(bytes, "bytes");
         *bytes = c->shm_bytes();
+    });
+}
+
+ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_t size) {
+    return guarded(__func__, [&] {
+        auto c = comm_table().get(comm, "communicator");
+        require_out(nodes, "nodes");
+        *nodes = c->topology().nnodes();
+        if (transports && size) {
+            std::string t = c->transports();
+            size_t n = std::min(size - 1, t.size());
+            t.copy(transports, n);
+            transports[n] = '\0';
+        }
     });
 }
 

@@ -178,6 +178,10 @@ CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
  * default). Point-to-point messages sent before their receive is posted are held in further
  * segments, made as needed and freed once received; they are not counted. */
 CCL_API ccl_result_t ccl_comm_shm_bytes(ccl_comm_t comm, size_t* bytes);
+/* How many nodes the communicator's ranks span (ranks on one node share memory; CCL_NODE_ID
+ * overrides what a node is) and the transports it uses, e.g. "shm" or "shm+ofi(tcp;ofi_rxm)",
+ * written NUL-terminated into `transports` (truncated to `size` bytes; NULL or 0: not written). */
+CCL_API ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_t size);
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 
 /*

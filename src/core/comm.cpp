@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "core/worker.h"
 #include "kvs/kvs.h"
 #include "shm/cma.h"
+#include "transport/fabric.h"
 
 namespace ccl {
 
@@ -31,15 +33,6 @@ std::string next_prefix(const std::string& kvs_address, int size) {
     std::lock_guard<std::mutex> lock(mu);
     return "comm" + std::to_string(created[kvs_address + "/" + std::to_string(size)]++) + "-n" +
            std::to_string(size) + "/";
-}
-
-// Ranks share memory when they share a host: its name and this boot.
-std::string host_id() {
-    char name[256] = {};
-    ::gethostname(name, sizeof(name) - 1);
-    std::string boot;
-    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-    return std::string(name) + "/" + boot;
 }
 
 std::string segment_name() {
@@ -61,10 +54,20 @@ public:
         kvs_.put(prefix_ + "shm", value);
         return value;
     }
+    std::vector<std::string> allgather(const std::string& value) override {
+        const std::string key = prefix_ + "all" + std::to_string(rounds_++) + "/";
+        kvs_.put(key + std::to_string(rank_), value);
+        std::vector<std::string> all(static_cast<size_t>(size_));
+        for (int r = 0; r < size_; ++r)
+            all[size_t(r)] =
+                r == rank_ ? value : kvs_.get(key + std::to_string(r), config().kvs_timeout_s);
+        return all;
+    }
     void barrier() override { kvs_.barrier(prefix_ + "mapped", size_, config().kvs_timeout_s); }
 
 private:
     kvs::Client& kvs_;
+    int rounds_ = 0;
     std::string prefix_;
     int size_, rank_;
 };
@@ -73,15 +76,16 @@ private:
 // and gets its own group's root's value (root < 0: none).
 class ParentBootstrap final : public Bootstrap {
 public:
-    ParentBootstrap(Communicator& parent, int root) : parent_(parent), root_(root) {}
+    ParentBootstrap(Communicator& parent, int root, std::vector<int> members)
+        : parent_(parent), root_(root), members_(std::move(members)) {}
     std::string from_root(const std::string& value) override {
-        shared_ = true;
-        constexpr size_t kRecord = 256;
-        std::vector<char> mine(kRecord, 0), all(kRecord * size_t(parent_.size()));
-        value.copy(mine.data(), kRecord - 1);
-        parent_.run({CollType::allgather, kRecord, CCL_UINT8, CCL_SUM, 0},
-                    {mine.data(), all.data(), {}});
-        return root_ < 0 ? std::string() : std::string(all.data() + size_t(root_) * kRecord);
+        std::vector<std::string> all = exchange(value);
+        return root_ < 0 ? std::string() : all[size_t(root_)];
+    }
+    std::vector<std::string> allgather(const std::string& value) override {
+        std::vector<std::string> all = exchange(value), mine;
+        for (int r : members_) mine.push_back(all[size_t(r)]);
+        return mine;
     }
     void barrier() override {
         synced_ = true;
@@ -90,16 +94,35 @@ public:
     // The calls a failed constructor did not get to, so that no other rank waits for them.
     void finish() noexcept {
         try {
-            if (!shared_) from_root("");
+            while (exchanges_ < 2) exchange("");
             if (!synced_) barrier();
         } catch (const Error&) {  // the parent is broken: the others see that too
         }
     }
 
 private:
+    // Every parent rank's value, by parent rank.
+    std::vector<std::string> exchange(const std::string& value) {
+        ++exchanges_;
+        constexpr size_t kRecord = 512;
+        if (value.size() >= kRecord)
+            throw Error(
+                CCL_ERROR_INTERNAL,
+                "a bootstrap record of " + std::to_string(value.size()) + " bytes is too long");
+        std::vector<char> mine(kRecord, 0), all(kRecord * size_t(parent_.size()));
+        value.copy(mine.data(), kRecord - 1);
+        parent_.run({CollType::allgather, kRecord, CCL_UINT8, CCL_SUM, 0},
+                    {mine.data(), all.data(), {}});
+        std::vector<std::string> out;
+        for (int r = 0; r < parent_.size(); ++r) out.emplace_back(all.data() + size_t(r) * kRecord);
+        return out;
+    }
+
     Communicator& parent_;
-    int root_;
-    bool shared_ = false, synced_ = false;
+    int root_;                  // the parent rank of the group's rank 0, or -1
+    std::vector<int> members_;  // parent ranks of the group, in new rank order
+    int exchanges_ = 0;
+    bool synced_ = false;
 };
 
 std::unique_ptr<Bootstrap> kvs_bootstrap(kvs::Client& kvs, int size, int rank) {
@@ -113,55 +136,170 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
 
 Communicator::Communicator(int size, int rank, Bootstrap& boot)
     : id_(next_comm_id++), size_(size), rank_(rank), config_(ccl::config()) {
+    topo_ = Topology(boot.allgather(node_id(config_)), rank);
+    if (topo_.nnodes() == 1)
+        setup_single_node(boot);
+    else
+        setup_multinode(boot);
+    single_copy_ = probe_single_copy();
+    recent_ = {};  // planned before single copy was known
+    workers();     // started now, so that the first nonblocking call does not pay for it
+    log().info(
+        "rank {}/{}: communicator ready, {} node(s), transport {} ({} KiB per buffer, single "
+        "copy {}), {} kernels",
+        rank, size, topo_.nnodes(), transports(), arena_->buffer_size() >> 10,
+        single_copy_ ? "on" : "off", isa_name(reduce_isa()));
+}
+
+Communicator::~Communicator() = default;
+
+std::vector<int> Communicator::remote_ranks() const {
+    std::vector<int> r;
+    for (int i = 0; i < size_; ++i)
+        if (topo_.node_of(i) != topo_.node()) r.push_back(i);
+    return r;
+}
+
+std::string Communicator::transports() const {
+    return fabric_ ? "shm+ofi(" + fabric_->provider() + ")" : "shm";
+}
+
+namespace {
+
+// What a node's first rank tells the others about the segments it made: "name size job".
+struct ShmRecord {
+    std::string name;
+    size_t buffer_size = 0;
+    shm::JobId job{};
+};
+
+ShmRecord parse_shm_record(std::istream& in, const std::string& text) {
+    ShmRecord r;
+    std::string job_hex;
+    in >> r.name >> r.buffer_size >> job_hex;
+    auto job = kvs::parse_secret_hex(job_hex);
+    if (!job || r.name.empty())
+        throw Error(CCL_ERROR_INTERNAL,
+                    "the bootstrap record for shared memory '" + text + "' is malformed");
+    r.job = *job;
+    return r;
+}
+
+}  // namespace
+
+void Communicator::setup_single_node(Bootstrap& boot) {
     const Config& cfg = config_;
-    const std::string host = host_id();
     size_t buffer_size = cfg.shm_buffer_size;
     std::string shared;
-    if (rank == 0) {
+    if (rank_ == 0) {
         // Lay the segments out before publishing their name: a peer may map them at once.
         std::string name = segment_name();
         // The segments' job id travels with their names: a segment that does not carry it
         // (stale, foreign, replaced) is refused when the others open it.
         shm::JobId job = kvs::random_secret();
-        arena_.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(size, buffer_size), job),
-                       size, rank, buffer_size, cfg.timeout_s, true);
-        mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size), job),
+        arena_.emplace(
+            shm::Segment::create(name, shm::Arena::bytes_needed(size_, buffer_size), job), size_,
+            rank_, buffer_size, cfg.timeout_s, true);
+        mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size_), job),
                          name + "-d", *arena_);
-        shared = name + " " + std::to_string(buffer_size) + " " + host + " " + kvs::secret_hex(job);
+        shared = name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
     }
-    std::istringstream in(boot.from_root(shared));
-    if (rank != 0) {
-        std::string name, root_host, job_hex;
-        in >> name >> buffer_size >> root_host >> job_hex;
-        auto job = kvs::parse_secret_hex(job_hex);
-        if (!job)
-            throw Error(CCL_ERROR_INTERNAL, "rank 0's bootstrap record for shared memory '" +
-                                                in.str() + "' is malformed");
-        if (root_host != host)
-            throw Error(CCL_ERROR_UNSUPPORTED,
-                        "rank " + std::to_string(rank) + " runs on host " + host +
-                            " but rank 0 on " + root_host +
-                            ": ranks on several nodes need the libfabric transport, "
-                            "which this build does not have yet");
-        arena_.emplace(shm::Segment::open(name, shm::Arena::bytes_needed(size, buffer_size), *job),
-                       size, rank, buffer_size, cfg.timeout_s, false);
-        mailbox_.emplace(shm::Segment::open(name + "-m", shm::Mailbox::bytes_needed(size), *job),
-                         name + "-d", *arena_);
+    std::string text = boot.from_root(shared);
+    if (rank_ != 0) {
+        std::istringstream in(text);
+        ShmRecord r = parse_shm_record(in, text);
+        arena_.emplace(
+            shm::Segment::open(r.name, shm::Arena::bytes_needed(size_, r.buffer_size), r.job),
+            size_, rank_, r.buffer_size, cfg.timeout_s, false);
+        mailbox_.emplace(
+            shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(size_), r.job),
+            r.name + "-d", *arena_);
     }
     // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,
     // whatever happens to the processes later.
     boot.barrier();
-    if (rank == 0) {
+    if (rank_ == 0) {
         arena_->segment().unlink();
         mailbox_->segment().unlink();
     }
-    single_copy_ = probe_single_copy();
-    recent_ = {};  // planned before single copy was known
-    workers();     // started now, so that the first nonblocking call does not pay for it
-    log().info(
-        "rank {}/{}: communicator ready, transport shm ({} KiB per buffer, single copy {}), "
-        "{} kernels",
-        rank, size, buffer_size >> 10, single_copy_ ? "on" : "off", isa_name(reduce_isa()));
+}
+
+void Communicator::setup_multinode(Bootstrap& boot) {
+    const Config& cfg = config_;
+    const int local_size = topo_.local_size(), local_rank = topo_.local_rank();
+    const bool leader = local_rank == 0;
+    // Every rank publishes its endpoint's address, or why it has none (so that all fail alike,
+    // naming the provider, rather than wait for it); each node's first rank also publishes its
+    // node's segments.
+    std::string record;
+    try {
+        fabric_ = std::make_unique<transport::Fabric>(rank_, size_, cfg.timeout_s);
+        record = fabric_->name_hex();
+    } catch (const Error& e) {
+        std::string why = e.what();
+        for (char& c : why)
+            if (std::isspace(static_cast<unsigned char>(c))) c = '_';
+        record = "!" + why.substr(0, 400);
+    }
+    size_t buffer_size = cfg.shm_buffer_size;
+    if (leader) {
+        std::string name = segment_name();
+        shm::JobId job = kvs::random_secret();
+        arena_.emplace(
+            shm::Segment::create(name, shm::Arena::bytes_needed(local_size, buffer_size), job),
+            local_size, local_rank, buffer_size, cfg.timeout_s, true);
+        mailbox_.emplace(
+            shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(local_size), job),
+            name + "-d", *arena_);
+        record += " " + name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
+    }
+    std::vector<std::string> all = boot.allgather(record);
+    std::vector<std::string> names;
+    for (int r = 0; r < size_; ++r) {
+        std::istringstream in(all[size_t(r)]);
+        std::string name;
+        in >> name;
+        if (name.empty() || name[0] == '!') {
+            std::string why = name.empty() ? std::string("no record") : name.substr(1);
+            std::replace(why.begin(), why.end(), '_', ' ');
+            throw Error(CCL_ERROR_UNSUPPORTED,
+                        "rank " + std::to_string(r) +
+                            " could not open its libfabric endpoint, which ranks on several "
+                            "nodes need: " +
+                            why);
+        }
+        names.push_back(name);
+    }
+    fabric_->connect(names);
+    fabric_->connect_all();
+    if (!leader) {
+        const std::string& text = all[size_t(topo_.leader(topo_.node()))];
+        std::istringstream in(text);
+        std::string skip;
+        in >> skip;
+        ShmRecord r = parse_shm_record(in, text);
+        arena_.emplace(
+            shm::Segment::open(r.name, shm::Arena::bytes_needed(local_size, r.buffer_size), r.job),
+            local_size, local_rank, r.buffer_size, cfg.timeout_s, false);
+        mailbox_.emplace(
+            shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(local_size), r.job),
+            r.name + "-d", *arena_);
+    }
+    boot.barrier();
+    if (leader) {
+        arena_->segment().unlink();
+        mailbox_->segment().unlink();
+    }
+    // A notice from another node breaks this node's arena too, with the notice's code.
+    fabric_->set_on_remote_failure(
+        [arena = &*arena_](ccl_result_t code) { arena->mark_failed(code); });
+    // A fabric wait stops early when a co-located peer reported a failure.
+    fabric_->set_failure_check([arena = &*arena_] {
+        std::string message;
+        ccl_result_t code = arena->peer_failure(&message);
+        if (code != CCL_SUCCESS) throw Error(code, message);
+        if (arena->failed()) throw Error(arena->failure_code(), "the communicator failed");
+    });
 }
 
 bool Communicator::probe_single_copy() {
@@ -171,7 +309,9 @@ bool Communicator::probe_single_copy() {
     std::vector<int64_t> mine{::getpid(), int64_t(reinterpret_cast<intptr_t>(&word))};
     std::vector<int64_t> all(2 * size_t(size_));
     run({CollType::allgather, 2, CCL_INT64, CCL_SUM, 0}, {mine.data(), all.data(), {}});
-    size_t next = size_t((rank_ + 1) % size_);
+    // The next rank on this node (single copy is for co-located ranks only).
+    const auto& node = topo_.ranks_of(topo_.node());
+    size_t next = size_t(node[size_t(topo_.local_rank() + 1) % node.size()]);
     int32_t ok =
         config_.single_copy &&
         shm::cma_probe(pid_t(all[2 * next]),
@@ -193,7 +333,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
         if (color != CCL_UNDEFINED && all[2 * size_t(r)] == color) members.push_back(r);
     std::stable_sort(members.begin(), members.end(),
                      [&](int a, int b) { return all[2 * size_t(a) + 1] < all[2 * size_t(b) + 1]; });
-    ParentBootstrap boot(*this, members.empty() ? -1 : members[0]);
+    ParentBootstrap boot(*this, members.empty() ? -1 : members[0], members);
     if (members.empty()) {
         boot.finish();  // takes part in the other colors' bootstrap
         check_broken();
@@ -254,6 +394,12 @@ void Communicator::note_failure(const Error& e) {
         arena_->mark_failed(e.code());
     // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
     if (!arena_->failed()) return;
+    // The other nodes' ranks learn it at once; nothing more moves over the fabric: its waits
+    // fail at once, its sends are not waited for at destruction.
+    if (fabric_) {
+        fabric_->notify_failure(e.code(), e.what(), remote_ranks());
+        fabric_->abort();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_) broken_ = e;
     is_broken_.store(true, std::memory_order_release);
@@ -267,6 +413,11 @@ void Communicator::abort() {
         is_broken_.store(true, std::memory_order_release);
     }
     arena_->abort();
+    if (fabric_) {
+        fabric_->notify_failure(CCL_ERROR_ABORTED, "it aborted the communicator (ccl_comm_abort)",
+                                remote_ranks());
+        fabric_->abort();
+    }
     mailbox_->wake_all();
     log().info("rank {}/{}: communicator aborted", rank_, size_);
 }

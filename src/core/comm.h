@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/request.h"
 #include "core/schedule.h"
+#include "core/topology.h"
 #include "shm/arena.h"
 #include "shm/mailbox.h"
 
@@ -24,6 +25,9 @@ namespace ccl {
 
 namespace kvs {
 class Client;
+}
+namespace transport {
+class Fabric;
 }
 class Execution;
 
@@ -38,8 +42,13 @@ struct CallOptions {
 class Bootstrap {
 public:
     virtual ~Bootstrap() = default;
-    // Rank 0 passes its value; every rank gets it. Called once, then barrier() once.
+    // A communicator's creation makes two exchanges, then one barrier, on every rank: allgather
+    // (node ids), then from_root (all ranks on one node) or allgather (several nodes), then
+    // barrier.
+    // Rank 0 passes its value; every rank gets it.
     virtual std::string from_root(const std::string& value) = 0;
+    // Every rank passes its value (no whitespace); every rank gets all, by rank.
+    virtual std::vector<std::string> allgather(const std::string& value) = 0;
     virtual void barrier() = 0;
 };
 
@@ -55,12 +64,19 @@ public:
     std::shared_ptr<Communicator> split(int color, int key);
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
+    ~Communicator();
 
     int rank() const { return rank_; }
     int size() const { return size_; }
     uint64_t id() const { return id_; }  // unique in this process
+    // The arena and mailbox of this node's ranks (all ranks when they share one node).
     shm::Arena& arena() { return *arena_; }
     shm::Mailbox& mailbox() { return *mailbox_; }
+    const Topology& topology() const { return topo_; }
+    // Whether the ranks span several nodes: then fabric() reaches every rank.
+    bool multinode() const { return fabric_ != nullptr; }
+    transport::Fabric& fabric() { return *fabric_; }
+    std::string transports() const;                   // "shm" or e.g. "shm+ofi(tcp;ofi_rxm)"
     const Config& config() const { return config_; }  // as it was when the communicator was made
     // This rank's share of the shared memory that the communicator's ranks on its node map: the
     // arena (two buffers and the small-message lanes per rank, flags) and the mailbox's channels.
@@ -108,6 +124,10 @@ private:
     void execute_now(const Schedule& schedule, const Buffers& bufs);
     void note_failure(const Error& e);  // marks the communicator broken if the arena failed
     bool probe_single_copy();           // collective, at creation
+    // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
+    void setup_single_node(Bootstrap& boot);
+    void setup_multinode(Bootstrap& boot);
+    std::vector<int> remote_ranks() const;  // the ranks on other nodes
 
     const uint64_t id_;
     int size_;
@@ -115,6 +135,8 @@ private:
     Config config_;
     std::optional<shm::Arena> arena_;
     std::optional<shm::Mailbox> mailbox_;
+    Topology topo_;
+    std::unique_ptr<transport::Fabric> fabric_;  // only across nodes
     bool single_copy_ = false;
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.

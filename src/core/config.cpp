@@ -167,6 +167,13 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     }
     if (const char* v = getenv_fn("CCL_SINGLE_COPY"))
         c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
+    if (const char* v = getenv_fn("CCL_NODE_ID")) {
+        std::string s = v;
+        // It travels in whitespace-separated bootstrap records.
+        if (s.empty() || s.size() > 200 || s.find_first_of(" \t\n\r") != std::string::npos)
+            bad("CCL_NODE_ID", v, "a non-empty name without spaces, at most 200 characters");
+        c.node_id = s;
+    }
     if (const char* v = getenv_fn("CCL_CACHE_SIZE"))
         c.cache_size = size_t(parse_int("CCL_CACHE_SIZE", v, 0, 1000000));
     // XPU (Level Zero).

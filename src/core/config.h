@@ -36,6 +36,9 @@ struct Config {
     bool ze_enable = true;                // CCL_ZE_ENABLE: 0 = never load Level Zero
     bool ze_ipc = false;                  // CCL_ZE_IPC: device-to-device through IPC handles
     size_t ze_pipeline_chunk = 4u << 20;  // CCL_ZE_PIPELINE_CHUNK: chunks of staged allreduce/bcast
+    // CCL_NODE_ID: which node this rank is on (ranks with the same id share memory); empty =
+    // the host name and boot id (core/topology.h).
+    std::string node_id;
     // CCL_PROCESS_LAUNCHER: the launcher to take the job from; nullopt = auto (detect it).
     std::optional<kvs::Launcher> process_launcher;
     // The launcher that started this process (kvs/launcher.h), or why none could be told. A

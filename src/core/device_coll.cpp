@@ -375,8 +375,9 @@ std::shared_ptr<const Schedule> device_schedule(Communicator& comm,
     Region s{static_cast<const char*>(bufs.send), ext.send, classify(bufs.send)};
     Region r{static_cast<const char*>(bufs.recv), ext.recv, classify(bufs.recv)};
     // With IPC every rank takes part in the exchange, whatever its buffers: ranks must agree.
-    const bool ipc =
-        comm.config().ze_ipc && !stream && comm.size() > 1 && ipc_collective(host->sig);
+    // IPC handles open only on the owner's node.
+    const bool ipc = comm.config().ze_ipc && !stream && comm.size() > 1 && !comm.multinode() &&
+                     ipc_collective(host->sig);
     if (!s.device() && !r.device() && !stream && !ipc && !pipelined(comm, host->sig))
         return nullptr;
     if (ipc) {

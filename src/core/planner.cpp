@@ -88,6 +88,7 @@ uint32_t p2p_digest(const CollSignature& sig) {
 }  // namespace
 
 Schedule plan(Communicator& comm, const CollSignature& sig) {
+    if (comm.multinode()) return plan_multinode(comm, sig);
     Schedule s{sig, {}};
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     shm::Arena& arena = comm.arena();
@@ -189,6 +190,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
 }
 
 bool fusable(Communicator& comm, const std::vector<GroupCall>& calls) {
+    if (comm.multinode()) return false;  // each call runs its own hierarchical schedule
     size_t packed = 0;
     for (const GroupCall& c : calls) {
         size_t bytes = c.sig.count * dtype_size(c.sig.dtype);

@@ -11,6 +11,8 @@ namespace ccl {
 class Communicator;
 
 Schedule plan(Communicator& comm, const CollSignature& sig);
+// The same for a communicator across nodes (core/hierarchical.h).
+Schedule plan_multinode(Communicator& comm, const CollSignature& sig);
 
 // One call of a group, as the planner fuses them.
 struct GroupCall {

@@ -90,4 +90,17 @@ private:
     Handle h_;
 };
 
+// Runs a task inside another: `while (!co_await Nested{inner}) {}` resumes `inner` and suspends
+// the outer task on whatever `inner` waits for, until `inner` is done (its failure is rethrown).
+// Lets an algorithm be built from others (a node's part, then the leaders', then the node's).
+struct Nested {
+    Task& inner;
+    bool await_ready() {
+        inner.resume();
+        return inner.done();
+    }
+    void await_suspend(Task::Handle h) { h.promise().waiting = inner.waiting(); }
+    bool await_resume() { return inner.done(); }
+};
+
 }  // namespace ccl

@@ -305,6 +305,19 @@ std::string kvs_address(ccl_kvs_t kvs) {
 
 std::map<std::string, std::string> rank_env(const std::string& mode, int rank, int n,
                                             const std::string& address) {
+    // FAULT_PPN: fake nodes of that many ranks each (CCL_NODE_ID), joined by libfabric.
+    if (const char* ppn_text = std::getenv("FAULT_PPN")) {
+        const int ppn = std::max(1, std::atoi(ppn_text));
+        return {{"FAULT_ROLE", "rank"},
+                {"FAULT_MODE", mode},
+                {"FAULT_RANK", std::to_string(rank)},
+                {"FAULT_SIZE", std::to_string(n)},
+                {"FAULT_KVS", address},
+                {"CCL_NODE_ID", "node" + std::to_string(rank / ppn)},
+                {"LOCAL_RANK", std::to_string(rank % ppn)},
+                {"LOCAL_WORLD_SIZE", std::to_string(ppn)},
+                {"CCL_PROCESS_LAUNCHER", "none"}};
+    }
     return {{"FAULT_ROLE", "rank"},
             {"FAULT_MODE", mode},
             {"FAULT_RANK", std::to_string(rank)},

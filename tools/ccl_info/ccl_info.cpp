@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "shm/arena.h"
 #include "shm/mailbox.h"
+#include "core/topology.h"
+#include "transport/fabric.h"
 
 namespace {
 
@@ -56,7 +58,9 @@ std::string settings(const ccl::Config& c) {
            line("CCL_ALLREDUCE", c.allreduce_algo) +
            line("CCL_ALLREDUCE_DIRECT_MAX", std::to_string(c.allreduce_direct_max)) +
            line("CCL_WORKER_COUNT", std::to_string(c.worker_count)) +
-           line("CCL_WORKER_AFFINITY", cpus) + line("CCL_CACHE_SIZE", std::to_string(c.cache_size));
+           line("CCL_WORKER_AFFINITY", cpus) +
+           line("CCL_CACHE_SIZE", std::to_string(c.cache_size)) +
+           line("CCL_NODE_ID", c.node_id.empty() ? "(unset: host name and boot id)" : c.node_id);
 }
 
 }  // namespace
@@ -93,6 +97,11 @@ int main(int argc, char** argv) {
                    c.launch_error->what() + "\n";
             status = 1;
         }
+        // Ranks with the same node id share memory; the others are reached through libfabric.
+        out +=
+            "node:       " + ccl::node_id(c) + (c.node_id.empty() ? "" : " (CCL_NODE_ID)") + "\n";
+        out += "transports: shm among ranks of this node; libfabric to other nodes: " +
+               ccl::transport::Fabric::probe() + "\n";
         out += "config:\n" + settings(c);
         // What a communicator of the node's ranks maps (ccl_comm_shm_bytes tells the same of a
         // live one).

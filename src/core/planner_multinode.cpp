@@ -1,0 +1,137 @@
+// The planner's part for communicators across nodes: one hierarchical step per call
+// (core/hierarchical.h); the single-node planner (planner.cpp) is untouched by it.
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/hierarchical.h"
+#include "core/planner.h"
+#include "core/reduce.h"
+#include "shm/collectives.h"
+
+namespace ccl {
+
+namespace {
+
+// Salts of the node-local rounds' signatures (planner.cpp's are below 100).
+enum HierAlgo : uint64_t {
+    kHierAllreduce = 101,
+    kHierBroadcast,
+    kHierReduce,
+    kHierAllgather,
+    kHierReduceScatter,
+    kHierBarrier
+};
+
+}  // namespace
+
+Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
+    Schedule s{sig, {}};
+    Communicator& c = comm;
+    const size_t bytes = sig.count * dtype_size(sig.dtype);
+    const Topology& t = comm.topology();
+    switch (sig.coll) {
+        case CollType::allreduce:
+            if (sig.count == 0) break;
+            s.steps.push_back(
+                {"hier/allreduce", [&c, sig, d = sig.digest(kHierAllreduce)](const Buffers& b) {
+                     return hier::allreduce(c, d, b.send, b.recv, sig.count, sig.dtype, sig.op);
+                 }});
+            break;
+        case CollType::broadcast:
+            if (sig.count == 0) break;
+            s.steps.push_back(
+                {"hier/broadcast",
+                 [&c, bytes, root = sig.root, d = sig.digest(kHierBroadcast)](const Buffers& b) {
+                     return hier::broadcast(c, d, b.recv, bytes, root);
+                 }});
+            break;
+        case CollType::reduce:
+            if (sig.count == 0) break;
+            s.steps.push_back(
+                {"hier/reduce", [&c, sig, d = sig.digest(kHierReduce)](const Buffers& b) {
+                     return hier::reduce(c, d, b.send, b.recv, sig.count, sig.dtype, sig.op,
+                                         sig.root);
+                 }});
+            break;
+        case CollType::allgather:
+        case CollType::allgatherv: {
+            if (sig.count == 0) break;
+            std::vector<size_t> equal;
+            if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
+            s.steps.push_back(
+                {"hier/allgatherv", [&c, dtype = sig.dtype, equal = std::move(equal),
+                                     d = sig.digest(kHierAllgather)](const Buffers& b) {
+                     return hier::allgatherv(c, d, b.send, b.recv, equal.empty() ? b.counts : equal,
+                                             dtype);
+                 }});
+            break;
+        }
+        case CollType::reduce_scatter:
+            if (sig.count == 0) break;
+            s.steps.push_back({"hier/reduce_scatter",
+                               [&c, sig, d = sig.digest(kHierReduceScatter)](const Buffers& b) {
+                                   return hier::reduce_scatter(c, d, b.send, b.recv, sig.count,
+                                                               sig.dtype, sig.op);
+                               }});
+            break;
+        case CollType::alltoall:
+        case CollType::alltoallv: {
+            if (sig.coll == CollType::alltoall && sig.count == 0) break;
+            const size_t n = size_t(comm.size());
+            std::vector<size_t> equal;
+            if (sig.coll == CollType::alltoall) equal.assign(n, sig.count);
+            s.steps.push_back(
+                {"ofi/alltoallv",
+                 [&c, n, dtype = sig.dtype, equal = std::move(equal)](const Buffers& b) {
+                     std::vector<size_t> sc = equal, rc = equal;
+                     if (equal.empty()) {
+                         sc.assign(b.counts.begin(), b.counts.begin() + long(n));
+                         rc.assign(b.counts.begin() + long(n), b.counts.begin() + long(2 * n));
+                     }
+                     return hier::alltoallv(c, b.send, std::move(sc), b.recv, std::move(rc), dtype);
+                 }});
+            break;
+        }
+        case CollType::send:
+        case CollType::recv: {
+            const int peer = sig.root;
+            const bool is_send = sig.coll == CollType::send;
+            const uint32_t digest =
+                CollSignature{CollType::send, sig.count, sig.dtype, CCL_SUM, 0}.digest();
+            if (t.node_of(peer) == t.node()) {
+                // A co-located peer: the node's mailbox, by local rank.
+                const int lpeer = t.local_rank_of(peer);
+                shm::Mailbox& box = comm.mailbox();
+                const bool single_copy = comm.single_copy();
+                if (is_send)
+                    s.steps.push_back(
+                        {"shm/send", [&box, bytes, lpeer, single_copy, digest](const Buffers& b) {
+                             return box.send(b.send, bytes, digest, lpeer, single_copy);
+                         }});
+                else
+                    s.steps.push_back(
+                        {"shm/recv", [&box, bytes, lpeer, single_copy, digest](const Buffers& b) {
+                             return box.recv(b.recv, bytes, digest, lpeer, single_copy);
+                         }});
+                break;
+            }
+            if (is_send)
+                s.steps.push_back({"ofi/send", [&c, digest, bytes, peer](const Buffers& b) {
+                                       return hier::send(c, digest, b.send, bytes, peer);
+                                   }});
+            else
+                s.steps.push_back({"ofi/recv", [&c, digest, bytes, peer](const Buffers& b) {
+                                       return hier::recv(c, digest, b.recv, bytes, peer);
+                                   }});
+            break;
+        }
+        case CollType::barrier:
+            s.steps.push_back({"hier/barrier", [&c, d = sig.digest(kHierBarrier)](const Buffers&) {
+                                   return hier::barrier(c, d);
+                               }});
+            break;
+    }
+    return s;
+}
+
+}  // namespace ccl

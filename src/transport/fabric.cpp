@@ -1,0 +1,594 @@
+#include "transport/fabric.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ccl::transport {
+
+struct Fabric::Op {
+    fi_context2 ctx;                  // libfabric's per-operation context (FI_CONTEXT2 mode)
+    std::atomic<int> state{0};        // 0 pending, 1 done, 2 failed
+    ccl_result_t code = CCL_SUCCESS;  // when failed
+    std::string error;
+    bool is_recv = false;
+    bool exact = true;  // a receive fails unless the message has exactly `bytes`
+    int peer = 0;
+    size_t bytes = 0;
+    std::vector<char> copy;  // a send's own copy of its data
+    fid_mr* mr = nullptr;    // the buffer's registration, when the provider needs one
+};
+
+namespace {
+
+constexpr int kTagShift = 40;  // tag: channel (bits 62-63) | sender (bits 40-61) | sequence
+constexpr uint64_t kSeqMask = (uint64_t(1) << kTagShift) - 1;
+constexpr uint64_t kChannelMask = uint64_t(3) << 62;
+
+uint64_t make_tag(Channel ch, int sender, uint64_t seq) {
+    return uint64_t(ch) << 62 | uint64_t(sender) << kTagShift | (seq & kSeqMask);
+}
+
+struct Notice {
+    int32_t code;
+    int32_t rank;
+    char what[248];
+};
+
+std::string fi_error(const std::string& what, int ret) {
+    return what + ": " + fi_strerror(ret < 0 ? -ret : ret);
+}
+
+void close_fid(fid* f, const char* what) noexcept {
+    if (!f) return;
+    if (int r = fi_close(f); r != 0) log().warn("fi_close({}) failed: {}", what, fi_strerror(-r));
+}
+
+}  // namespace
+
+Fabric::OpRef& Fabric::OpRef::operator=(OpRef&& o) noexcept {
+    if (this != &o) {
+        if (op_ && fab_) fab_->cancel(op_);
+        op_ = std::move(o.op_);
+        fab_ = o.fab_;
+    }
+    return *this;
+}
+
+Fabric::OpRef::~OpRef() {
+    if (op_ && fab_) fab_->cancel(op_);
+}
+
+namespace {
+
+// FI_PROVIDER is libfabric's own: when it is set, libfabric filters the providers itself.
+std::string wanted_provider() {
+    const char* env = std::getenv("FI_PROVIDER");
+    return env && *env ? env : "tcp";
+}
+
+// The providers that fit (fi_freeinfo them); throws CCL_ERROR_UNSUPPORTED naming the provider and
+// what fi_getinfo said.
+fi_info* get_info(const std::string& wanted) {
+    const char* env = std::getenv("FI_PROVIDER");
+    std::unique_ptr<fi_info, void (*)(fi_info*)> hints(fi_allocinfo(), fi_freeinfo);
+    if (!hints) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_allocinfo failed");
+    hints->caps = FI_TAGGED;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    // Registration modes we can live with: we register local buffers when asked (FI_MR_LOCAL);
+    // we never expose memory to remote access.
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;                  // we serialise with mu_
+    if (!env || !*env) hints->fabric_attr->prov_name = strdup("tcp");  // freed by fi_freeinfo
+    fi_info* found = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
+    if (ret != 0 || !found)
+        throw Error(CCL_ERROR_UNSUPPORTED,
+                    "libfabric provider '" + wanted +
+                        "' offers no reliable-datagram endpoint with tagged messages "
+                        "(FI_EP_RDM, FI_TAGGED): fi_getinfo said " +
+                        fi_strerror(ret < 0 ? -ret : ret) +
+                        ". Set FI_PROVIDER to a provider this host has (fi_info lists them); "
+                        "ranks on other nodes need one");
+    return found;
+}
+
+}  // namespace
+
+std::string Fabric::probe() {
+    try {
+        fi_info* found = get_info(wanted_provider());
+        std::string name = found->fabric_attr->prov_name ? found->fabric_attr->prov_name : "?";
+        fi_freeinfo(found);
+        return name;
+    } catch (const Error& e) {
+        return std::string("unavailable: ") + e.what();
+    }
+}
+
+Fabric::Fabric(int rank, int size, double timeout_s)
+    : rank_(rank), size_(size), timeout_s_(timeout_s), info_(nullptr, fi_freeinfo) {
+    const std::string wanted = wanted_provider();
+    fi_info* found = get_info(wanted);
+    // Prefer IPv4 addresses (the first entry of a kind is the provider's preferred interface).
+    fi_info* pick = found;
+    for (fi_info* i = found; i; i = i->next)
+        if (i->addr_format == FI_SOCKADDR_IN) {
+            pick = i;
+            break;
+        }
+    info_.reset(fi_dupinfo(pick));
+    fi_freeinfo(found);
+    if (!info_) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_dupinfo failed");
+    provider_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : wanted;
+    mr_local_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0 || (info_->mode & FI_LOCAL_MR);
+    auto check = [&](int r, const char* what) {
+        if (r != 0)
+            throw Error(CCL_ERROR_SYSTEM,
+                        fi_error("libfabric provider '" + provider_ + "': " + what, r));
+    };
+    // A failing step releases what the earlier ones opened: the destructor does not run for a
+    // constructor that throws, so do it here.
+    try {
+        check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+        check(fi_domain(fabric_, info_.get(), &domain_, nullptr), "fi_domain");
+        fi_cq_attr cq_attr{};
+        cq_attr.format = FI_CQ_FORMAT_TAGGED;
+        cq_attr.wait_obj = FI_WAIT_NONE;  // waits poll (see Done::block)
+        check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+        fi_av_attr av_attr{};
+        av_attr.type = FI_AV_TABLE;
+        av_attr.count = size_t(size);
+        check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+        check(fi_endpoint(domain_, info_.get(), &ep_, nullptr), "fi_endpoint");
+        check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+        check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+        check(fi_enable(ep_), "fi_enable");
+    } catch (...) {
+        release();
+        throw;
+    }
+    progress_ = std::thread([this] { progress_loop(); });
+    for (auto& v : send_seq_) v.assign(size_t(size), 0);
+    for (auto& v : recv_seq_) v.assign(size_t(size), 0);
+    log().debug("rank {}: libfabric endpoint open, provider {}, domain {}{}", rank, provider_,
+                info_->domain_attr->name ? info_->domain_attr->name : "?",
+                mr_local_ ? ", registers local buffers" : "");
+}
+
+namespace {
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+}  // namespace
+
+void Fabric::progress_loop() {
+    constexpr std::chrono::microseconds kActive(500), kIdle(2000);
+    std::unique_lock<std::mutex> lk(thread_mu_);
+    while (!stop_) {
+        bool busy;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            busy = !pending_.empty();
+            if (busy && now_ns() - last_poll_ns_.load(std::memory_order_relaxed) > 400000)
+                poll_locked();
+        }
+        thread_cv_.wait_for(lk, busy ? kActive : kIdle, [this] { return stop_; });
+    }
+}
+
+Fabric::~Fabric() {
+    // Unfinished sends (point-to-point messages not received yet) get the timeout to go out,
+    // unless the communicator was aborted or a wait failed.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeout_s_));
+    // After a failure only briefly: failure notices should still go out.
+    if (aborted_.load())
+        deadline =
+            std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    if (ep_) {
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                bool sends = false;
+                for (auto& [ctx, op] : pending_) sends = sends || !op->is_recv;
+                if (!sends) break;
+                poll_locked();
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+                log().warn("rank {}: libfabric sends still unfinished at destruction", rank_);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+    }
+    release();
+}
+
+void Fabric::release() noexcept {
+    if (progress_.joinable()) {
+        {
+            std::lock_guard<std::mutex> lk(thread_mu_);
+            stop_ = true;
+        }
+        thread_cv_.notify_all();
+        progress_.join();
+    }
+    close_fid(ep_ ? &ep_->fid : nullptr, "endpoint");
+    close_fid(av_ ? &av_->fid : nullptr, "address vector");
+    close_fid(cq_ ? &cq_->fid : nullptr, "completion queue");
+    for (auto& [ctx, op] : pending_) close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    close_fid(notice_mr_ ? &notice_mr_->fid : nullptr, "memory region");
+    notice_mr_ = nullptr;
+    pending_.clear();
+    close_fid(domain_ ? &domain_->fid : nullptr, "domain");
+    close_fid(fabric_ ? &fabric_->fid : nullptr, "fabric");
+    ep_ = nullptr;
+    av_ = nullptr;
+    cq_ = nullptr;
+    domain_ = nullptr;
+    fabric_ = nullptr;
+}
+
+std::string Fabric::name_hex() const {
+    std::vector<unsigned char> buf(256);
+    size_t len = buf.size();
+    int r = fi_getname(&ep_->fid, buf.data(), &len);
+    if (r == -FI_ETOOSMALL) {
+        buf.resize(len);
+        r = fi_getname(&ep_->fid, buf.data(), &len);
+    }
+    if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_getname", r));
+    static const char* digits = "0123456789abcdef";
+    std::string hex;
+    for (size_t i = 0; i < len; ++i) {
+        hex += digits[buf[i] >> 4];
+        hex += digits[buf[i] & 15];
+    }
+    return hex;
+}
+
+void Fabric::connect(const std::vector<std::string>& names_hex) {
+    if (names_hex.size() != size_t(size_))
+        throw Error(CCL_ERROR_INTERNAL, "fabric connect: wrong number of endpoint names");
+    addrs_.assign(size_t(size_), FI_ADDR_NOTAVAIL);
+    for (int r = 0; r < size_; ++r) {
+        const std::string& hex = names_hex[size_t(r)];
+        std::vector<unsigned char> raw(hex.size() / 2);
+        for (size_t i = 0; i < raw.size(); ++i)
+            raw[i] = static_cast<unsigned char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+        if (raw.empty() || hex.size() % 2)
+            throw Error(CCL_ERROR_INTERNAL,
+                        "rank " + std::to_string(r) + "'s libfabric address is malformed");
+        fi_addr_t a = FI_ADDR_NOTAVAIL;
+        std::lock_guard<std::mutex> lock(mu_);
+        int n = fi_av_insert(av_, raw.data(), 1, &a, 0, nullptr);
+        if (n != 1)
+            throw Error(CCL_ERROR_SYSTEM, "libfabric provider '" + provider_ + "' refused rank " +
+                                              std::to_string(r) + "'s address (fi_av_insert)");
+        addrs_[size_t(r)] = a;
+    }
+    // The failure notice from any rank: every tag of the notice channel.
+    std::lock_guard<std::mutex> lock(mu_);
+    notice_buf_.assign(sizeof(Notice), 0);
+    notice_op_ = std::make_shared<Op>();
+    notice_op_->is_recv = true;
+    notice_op_->exact = false;
+    notice_op_->peer = -1;
+    notice_op_->bytes = notice_buf_.size();
+    void* desc = nullptr;
+    if (mr_local_) {
+        int r = fi_mr_reg(domain_, notice_buf_.data(), notice_buf_.size(), FI_RECV, 0, 0, 0,
+                          &notice_mr_, nullptr);
+        if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_mr_reg", r));
+        desc = fi_mr_desc(notice_mr_);
+    }
+    ssize_t r = fi_trecv(ep_, notice_buf_.data(), notice_buf_.size(), desc, FI_ADDR_UNSPEC,
+                         make_tag(Channel::notice, 0, 0), ~kChannelMask, &notice_op_->ctx);
+    if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_trecv (failure notices)", int(r)));
+    pending_[&notice_op_->ctx] = notice_op_;
+}
+
+void Fabric::connect_all() {
+    std::vector<OpRef> ops;
+    std::vector<char> hello(size_t(size_), 0);
+    for (int p = 0; p < size_; ++p) {
+        if (p < rank_) ops.push_back(post_recv(p, Channel::coll, &hello[size_t(p)], 1));
+        if (p > rank_) ops.push_back(post_send(p, Channel::coll, &hello[size_t(rank_)], 1));
+    }
+    for (auto& op : ops) Done(*this, op.get()).block();
+}
+
+void Fabric::notify_failure(ccl_result_t code, const std::string& what,
+                            const std::vector<int>& peers) {
+    if (notified_.exchange(true) || addrs_.empty()) return;
+    Notice n{};
+    n.code = code;
+    n.rank = rank_;
+    what.copy(n.what, sizeof(n.what) - 1);
+    for (int p : peers) {
+        try {
+            std::vector<char> msg(sizeof(n));
+            std::memcpy(msg.data(), &n, sizeof(n));
+            // Briefly: a peer that cannot take it still has its own deadline.
+            const size_t bytes = msg.size();  // before msg moves
+            send_op(p, Channel::notice, nullptr, bytes, std::move(msg), 0.05);
+        } catch (const Error& e) {  // best effort: the peer's deadline still holds
+            log().debug("rank {}: failure notice to rank {} not sent: {}", rank_, p, e.what());
+        }
+    }
+}
+
+Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy) {
+    if (!copy) return send_op(peer, ch, buf, bytes, {});
+    return send_op(
+        peer, ch, nullptr, bytes,
+        std::vector<char>(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes));
+}
+
+Fabric::OpRef Fabric::post_send(int peer, Channel ch, std::vector<char> data) {
+    const size_t bytes = data.size();
+    return send_op(peer, ch, nullptr, bytes, std::move(data));
+}
+
+Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t bytes,
+                              std::vector<char> owned, double patience_s) {
+    auto op = std::make_shared<Op>();
+    op->peer = peer;
+    op->bytes = bytes;
+    if (!buf) {
+        op->copy = std::move(owned);
+        buf = op->copy.data();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t tag = make_tag(ch, rank_, send_seq_[size_t(ch)][size_t(peer)]++);
+    void* desc = nullptr;
+    if (mr_local_ && bytes > 0) {
+        int r = fi_mr_reg(domain_, buf, bytes, FI_SEND, 0, 0, 0, &op->mr, nullptr);
+        if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_mr_reg", r));
+        desc = fi_mr_desc(op->mr);
+    }
+    pending_[&op->ctx] = op;
+    // The provider may be out of resources for a moment: progress and try again, within the
+    // deadline.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(patience_s < 0 ? timeout_s_ : patience_s));
+    for (;;) {
+        ssize_t r = fi_tsend(ep_, buf, bytes, desc, addrs_[size_t(peer)], tag, &op->ctx);
+        if (r == 0) break;
+        if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
+            pending_.erase(&op->ctx);
+            close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+            throw Error(r == -FI_EAGAIN ? CCL_ERROR_TIMEOUT : CCL_ERROR_PEER_FAILURE,
+                        fi_error("libfabric send to rank " + std::to_string(peer), int(r)));
+        }
+        poll_locked();
+    }
+    return OpRef(std::move(op), this);
+}
+
+Fabric::OpRef Fabric::post_recv(int peer, Channel ch, void* buf, size_t bytes) {
+    return recv_op(peer, ch, buf, bytes, true);
+}
+
+Fabric::OpRef Fabric::post_recv_any_size(int peer, Channel ch, void* buf, size_t bytes) {
+    return recv_op(peer, ch, buf, bytes, false);
+}
+
+Fabric::OpRef Fabric::recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact) {
+    auto op = std::make_shared<Op>();
+    op->is_recv = true;
+    op->exact = exact;
+    op->peer = peer;
+    op->bytes = bytes;
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t tag = make_tag(ch, peer, recv_seq_[size_t(ch)][size_t(peer)]++);
+    void* desc = nullptr;
+    if (mr_local_ && bytes > 0) {
+        int r = fi_mr_reg(domain_, buf, bytes, FI_RECV, 0, 0, 0, &op->mr, nullptr);
+        if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_mr_reg", r));
+        desc = fi_mr_desc(op->mr);
+    }
+    pending_[&op->ctx] = op;
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeout_s_));
+    for (;;) {
+        // The tag names the sender: no need for directed receives (FI_DIRECTED_RECV).
+        ssize_t r = fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op->ctx);
+        if (r == 0) break;
+        if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
+            pending_.erase(&op->ctx);
+            close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+            throw Error(r == -FI_EAGAIN ? CCL_ERROR_TIMEOUT : CCL_ERROR_PEER_FAILURE,
+                        fi_error("libfabric receive from rank " + std::to_string(peer), int(r)));
+        }
+        poll_locked();
+    }
+    return OpRef(std::move(op), this);
+}
+
+void Fabric::cancel(const std::shared_ptr<Op>& op) noexcept {
+    if (op->state.load(std::memory_order_acquire) != 0 || !op->is_recv) return;
+    // A receive whose waiter gave up (a failure elsewhere): its buffer is about to go, so the
+    // provider must not write into it any more. Wait briefly for the cancellation to complete.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op->state.load() != 0 || !ep_) return;
+    fi_cancel(&ep_->fid, &op->ctx);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (op->state.load() == 0 && std::chrono::steady_clock::now() < deadline) poll_locked();
+    if (op->state.load() == 0)
+        log().warn("rank {}: a cancelled libfabric receive from rank {} did not complete", rank_,
+                   op->peer);
+}
+
+void Fabric::complete_locked(void* context, ccl_result_t code, const std::string& error,
+                             size_t len) {
+    auto it = pending_.find(context);
+    if (it == pending_.end()) return;
+    std::shared_ptr<Op> op = std::move(it->second);
+    pending_.erase(it);
+    close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    op->mr = nullptr;
+    op->copy.clear();
+    op->copy.shrink_to_fit();
+    if (code == CCL_SUCCESS && op->is_recv && op->exact && len != op->bytes) {
+        code = CCL_ERROR_INVALID_USAGE;
+        op->error = "a message of " + std::to_string(len) + " bytes came from rank " +
+                    std::to_string(op->peer) + " where " + std::to_string(op->bytes) +
+                    " were expected: the ranks disagree on a call's count or datatype";
+    } else if (code != CCL_SUCCESS) {
+        op->error = error;
+    }
+    op->code = code;
+    op->state.store(code == CCL_SUCCESS ? 1 : 2, std::memory_order_release);
+    if (op == notice_op_ && code == CCL_SUCCESS) {
+        Notice n{};
+        std::memcpy(&n, notice_buf_.data(), std::min(sizeof(n), len));
+        n.what[sizeof(n.what) - 1] = 0;
+        // A peer's abort is, seen from here, a peer that gave up.
+        const ccl_result_t c = n.code == CCL_ERROR_ABORTED || n.code == CCL_SUCCESS
+                                   ? CCL_ERROR_PEER_FAILURE
+                                   : ccl_result_t(n.code);
+        remote_what_ =
+            "rank " + std::to_string(n.rank) + " (on another node) failed first: " + n.what;
+        remote_code_.store(c, std::memory_order_release);
+    }
+    if (code != CCL_SUCCESS)
+        log().debug("rank {}: libfabric operation with rank {} failed: {}", rank_, op->peer,
+                    op->error);
+}
+
+bool Fabric::poll_locked() {
+    if (!cq_) return false;
+    last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
+    fi_cq_tagged_entry entries[16];
+    bool any = false;
+    for (;;) {
+        ssize_t n = fi_cq_read(cq_, entries, 16);
+        if (n > 0) {
+            any = true;
+            for (ssize_t i = 0; i < n; ++i)
+                complete_locked(entries[i].op_context, CCL_SUCCESS, {}, entries[i].len);
+            continue;
+        }
+        if (n == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            if (fi_cq_readerr(cq_, &err, 0) <= 0) return any;
+            any = true;
+            std::string what = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+            auto it = pending_.find(err.op_context);
+            int peer = it == pending_.end() ? -1 : it->second->peer;
+            bool recv = it != pending_.end() && it->second->is_recv;
+            ccl_result_t code = CCL_ERROR_PEER_FAILURE;
+            std::string msg = std::string("libfabric ") + (recv ? "receive from" : "send to") +
+                              " rank " + std::to_string(peer) + " failed (provider " + provider_ +
+                              "): " + fi_strerror(err.err) + " (" + what + ")";
+            if (err.err == FI_ETRUNC) {
+                code = CCL_ERROR_INVALID_USAGE;
+                msg = "a message from rank " + std::to_string(peer) +
+                      " is longer than its receive: the ranks disagree on a call's count or "
+                      "datatype";
+            } else if (err.err == FI_ECANCELED) {
+                // Our own cancellations have no waiter left: this one is the provider's, when
+                // the connection to the peer broke.
+                msg = std::string("libfabric cancelled the ") +
+                      (recv ? "receive from" : "send to") + " rank " + std::to_string(peer) +
+                      " (provider " + provider_ + "): its connection broke, the rank probably died";
+            }
+            complete_locked(err.op_context, code, msg, err.len);
+            continue;
+        }
+        return any;  // -FI_EAGAIN, or an error of the queue itself (seen again by the deadline)
+    }
+}
+
+bool Fabric::poll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return poll_locked();
+}
+
+void Fabric::nap(std::chrono::microseconds max) {
+    poll();
+    std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(100)));
+}
+
+Fabric::Done Fabric::done(const OpRef& op) { return Done(*this, op.get()); }
+
+Fabric::Done::Done(Fabric& f, Op* op)
+    : fab_(f),
+      op_(op),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(f.timeout_s_))),
+      next_check_(std::chrono::steady_clock::now() + std::chrono::milliseconds(1)) {}
+
+bool Fabric::Done::ready() {
+    int s = op_->state.load(std::memory_order_acquire);
+    if (s == 0 && !fab_.aborted_.load(std::memory_order_acquire)) {
+        fab_.poll();
+        s = op_->state.load(std::memory_order_acquire);
+    }
+    if (s == 1) return true;
+    if (s == 2) throw Error(op_->code, op_->error);
+    if (int code = fab_.remote_code_.load(std::memory_order_acquire)) {
+        if (fab_.on_remote_) fab_.on_remote_(ccl_result_t(code));
+        std::lock_guard<std::mutex> lock(fab_.mu_);
+        throw Error(ccl_result_t(code), fab_.remote_what_);
+    }
+    if (fab_.aborted_.load(std::memory_order_acquire))
+        throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_check_) {
+        next_check_ = now + std::chrono::milliseconds(1);
+        if (fab_.check_) fab_.check_();
+        if (now > deadline_)
+            throw Error(CCL_ERROR_TIMEOUT,
+                        std::string("timed out after ") + std::to_string(fab_.timeout_s_) +
+                            " s (CCL_TIMEOUT) waiting for a libfabric " +
+                            (op_->is_recv ? "message from" : "send to") + " rank " +
+                            std::to_string(op_->peer) + ": it died, hangs or is not calling " +
+                            "the same collective");
+    }
+    return false;
+}
+
+void Fabric::Done::block() {
+    // Poll the queue briefly (a message is often on its way), then poll and yield the core
+    // (others may need it: oversubscription is normal), then poll between short sleeps. Polling
+    // is what moves the data (manual progress); tcp;ofi_rxm's wait object (fi_cq_sread) did not
+    // wake on incoming data, so it is not used.
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        if (ready()) return;
+        auto waited = std::chrono::steady_clock::now() - start;
+        if (waited < std::chrono::microseconds(50))
+            continue;
+        else if (waited < std::chrono::milliseconds(5))
+            sched_yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
+Waiter::Sleeper Fabric::Done::sleeper() {
+    return [&f = fab_](std::chrono::microseconds max) { f.nap(max); };
+}
+
+}  // namespace ccl::transport

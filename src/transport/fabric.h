@@ -1,0 +1,181 @@
+// The libfabric transport: one reliable-datagram endpoint (FI_EP_RDM) per communicator, tagged
+// messages to and from every rank of it. Endpoint names travel through the communicator's
+// bootstrap; progress is driven by whoever waits (a blocking call or a progress worker), never by
+// a thread of our own, and every wait has the communicator's deadline.
+//
+// Messages are matched by tag: a channel (collectives or point to point), the sender's rank and a
+// per-pair, per-channel sequence number. Both sides of a pair issue their messages of a channel in
+// the same order (collectives are called in the same order everywhere; point-to-point messages
+// between two ranks match in order), so the numbers agree without any handshake.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ccl/ccl.h"
+#include "core/task.h"
+
+struct fi_info;
+struct fid_fabric;
+struct fid_domain;
+struct fid_ep;
+struct fid_av;
+struct fid_cq;
+struct fid_mr;
+
+namespace ccl::transport {
+
+// Collectives, point to point, and failure notices (a rank whose communicator broke tells the
+// other nodes' ranks, so that they fail at once with its error instead of at their deadline).
+enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2 };
+
+class Fabric {
+public:
+    struct Op;
+    // A posted operation. Dropping it before completion cancels a receive (its buffer may go);
+    // a send keeps its data (see post_send) until the provider is done with it.
+    class OpRef {
+    public:
+        OpRef() = default;
+        explicit OpRef(std::shared_ptr<Op> op, Fabric* fabric) : op_(std::move(op)), fab_(fabric) {}
+        OpRef(OpRef&&) noexcept = default;
+        OpRef& operator=(OpRef&& o) noexcept;
+        ~OpRef();
+        Op* get() const { return op_.get(); }
+
+    private:
+        std::shared_ptr<Op> op_;
+        Fabric* fab_ = nullptr;
+    };
+    class Done;  // co_await: an operation completed
+
+    // Opens the endpoint of `rank` among `size` ranks with the provider FI_PROVIDER names
+    // (libfabric's variable), `tcp` when it is unset. Throws CCL_ERROR_UNSUPPORTED naming the
+    // provider and what fi_getinfo said when none fits.
+    Fabric(int rank, int size, double timeout_s);
+    // The provider an endpoint would use ("tcp;ofi_rxm"), or "unavailable: <why>". Opens nothing.
+    static std::string probe();
+    ~Fabric();  // waits (at most the timeout) for unfinished sends, then releases everything
+    Fabric(const Fabric&) = delete;
+    Fabric& operator=(const Fabric&) = delete;
+
+    std::string name_hex() const;  // this endpoint's address, for the bootstrap
+    const std::string& provider() const { return provider_; }
+    // Inserts every rank's address (hex, from name_hex) into the address vector.
+    void connect(const std::vector<std::string>& names_hex);
+    // Collective: opens every connection from the lower rank to the higher one, so that no two
+    // ranks ever connect to each other at the same time later (connection-oriented providers
+    // such as tcp;ofi_rxm lost messages when they did). Blocks, with the deadline.
+    void connect_all();
+
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+
+    // Posts a send of `bytes` at `buf` to `peer`. With `copy` the data is copied first and the
+    // caller may reuse `buf` at once (point-to-point sends, which never wait for their receiver);
+    // otherwise `buf` must stay valid until the operation completes.
+    OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy = false);
+    // The same with data the operation owns (the caller needs nothing back).
+    OpRef post_send(int peer, Channel ch, std::vector<char> data);
+    // Posts a receive of at most `bytes` from `peer`; a longer message fails the operation, a
+    // shorter one too (counts differ between the ranks: CCL_ERROR_INVALID_USAGE).
+    OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes);
+    // The same, where any message of at most `bytes` is fine.
+    OpRef post_recv_any_size(int peer, Channel ch, void* buf, size_t bytes);
+    Done done(const OpRef& op);
+
+    // From any thread: every wait throws CCL_ERROR_ABORTED from now on.
+    void abort() noexcept { aborted_.store(true, std::memory_order_release); }
+    // Set by the communicator: called now and then in waits, throws when the wait must stop
+    // (a co-located peer reported a failure).
+    void set_failure_check(std::function<void()> check) { check_ = std::move(check); }
+    // Set by the communicator: called once a notice from another node's rank arrives, with its
+    // code (before the waits throw it).
+    void set_on_remote_failure(std::function<void(ccl_result_t)> f) { on_remote_ = std::move(f); }
+    // Tells `peers` (once per endpoint) that this rank's communicator broke with `code`.
+    void notify_failure(ccl_result_t code, const std::string& what, const std::vector<int>& peers);
+
+    // Reads completions once; true when something completed.
+    bool poll();
+    // Sleeps until a completion may have come, at most `max` (a worker with nothing to do).
+    void nap(std::chrono::microseconds max);
+
+private:
+    friend class Done;
+    OpRef recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact);
+    // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
+    // timeout).
+    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned,
+                  double patience_s = -1);
+    void cancel(const std::shared_ptr<Op>& op) noexcept;
+    void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len);
+    bool poll_locked();
+    void release() noexcept;  // closes every fabric object
+
+    int rank_, size_;
+    double timeout_s_;
+    std::string provider_;
+    std::unique_ptr<fi_info, void (*)(fi_info*)> info_;
+    // Closed in reverse order by the destructor.
+    fid_fabric* fabric_ = nullptr;
+    fid_domain* domain_ = nullptr;
+    fid_cq* cq_ = nullptr;
+    fid_av* av_ = nullptr;
+    fid_ep* ep_ = nullptr;
+    bool mr_local_ = false;  // the provider wants local buffers registered
+    std::vector<uint64_t> addrs_;
+    std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer
+    // The receive of a failure notice from any rank, posted by connect().
+    std::vector<char> notice_buf_;
+    std::shared_ptr<Op> notice_op_;
+    fid_mr* notice_mr_ = nullptr;
+    std::atomic<int> remote_code_{0};  // a notice's code, once one came
+    std::string remote_what_;          // its text (under mu_)
+    std::atomic<bool> notified_{false};
+    std::function<void(ccl_result_t)> on_remote_;
+    std::mutex mu_;  // every fabric call and the tables below
+    std::unordered_map<void*, std::shared_ptr<Op>> pending_;  // by context
+    std::atomic<bool> aborted_{false};
+    std::function<void()> check_;
+    // Progress for operations nobody waits on: a send that returned at once while its rank
+    // blocks in shared memory still needs the provider driven (manual progress) to go out. The
+    // thread polls only when operations are pending and no waiter polled lately; it sleeps
+    // otherwise.
+    void progress_loop();
+    std::atomic<int64_t> last_poll_ns_{0};
+    std::mutex thread_mu_;
+    std::condition_variable thread_cv_;
+    bool stop_ = false;
+    std::thread progress_;
+};
+
+// Waits until an operation completed; throws its error, CCL_ERROR_TIMEOUT at the deadline,
+// CCL_ERROR_ABORTED after abort().
+class Fabric::Done final : public Waiter {
+public:
+    Done(Fabric& f, Op* op);
+    bool ready() override;
+    void block() override;
+    Sleeper sleeper() override;
+
+    bool await_ready() { return ready(); }
+    void await_suspend(Task::Handle h) { h.promise().waiting = this; }
+    void await_resume() {}
+
+private:
+    Fabric& fab_;
+    Op* op_;
+    std::chrono::steady_clock::time_point deadline_, next_check_;
+};
+
+}  // namespace ccl::transport

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs a program as a rank of a fake node, for multi-node tests on one host:
+#   cclrun -n 4 -- as_node.sh 2 prog args...   # 2 nodes x 2 ranks
+# Rank r (CCL_RANK, from cclrun) gets CCL_NODE_ID=node<r / PPN>, LOCAL_RANK and LOCAL_WORLD_SIZE
+# to match: ranks of different fake nodes share no memory and talk over libfabric (tcp on
+# loopback unless FI_PROVIDER says otherwise).
+set -euo pipefail
+ppn=$1
+shift
+: "${CCL_RANK:?as_node.sh runs under cclrun (CCL_RANK unset)}"
+export CCL_NODE_ID=node$((CCL_RANK / ppn))
+export LOCAL_RANK=$((CCL_RANK % ppn))
+export LOCAL_WORLD_SIZE=$ppn
+exec "$@"

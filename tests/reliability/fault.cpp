@@ -32,6 +32,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -260,19 +261,27 @@ bool reap(const std::vector<pid_t>& pids, Clock::time_point deadline, std::map<p
     return ok;
 }
 
-// Names in /dev/shm made by any of `pids` (ccl names segments "ccl-<creator pid>-..."); removes
-// them so that one failure does not spill into later cases.
-bool shm_clean(const std::vector<pid_t>& pids) {
+// The names in /dev/shm now.
+std::set<std::string> shm_names() {
+    std::set<std::string> names;
+    if (DIR* d = opendir("/dev/shm")) {
+        while (dirent* e = readdir(d)) names.insert(e->d_name);
+        closedir(d);
+    }
+    return names;
+}
+
+// Names in /dev/shm made by any of `pids` (ccl names segments "ccl-<creator pid>-...") that were
+// not there `before` the case (a name an earlier process of the same pid left, pids wrapping, is
+// not this case's); removes them so that one failure does not spill into later cases.
+bool shm_clean(const std::vector<pid_t>& pids, const std::set<std::string>& before) {
     bool clean = true;
-    DIR* d = opendir("/dev/shm");
-    if (!d) return true;
     std::vector<std::string> left;
-    while (dirent* e = readdir(d)) {
-        std::string name = e->d_name;
+    for (const std::string& name : shm_names()) {
+        if (before.count(name)) continue;
         for (pid_t p : pids)
             if (p > 0 && name.rfind("ccl-" + std::to_string(p) + "-", 0) == 0) left.push_back(name);
     }
-    closedir(d);
     for (const auto& name : left) {
         std::printf("FAIL: left in /dev/shm: %s\n", name.c_str());
         shm_unlink(("/" + name).c_str());
@@ -339,6 +348,7 @@ bool kill_case(int n, const std::string& coll, int victim, std::mt19937& rng) {
     }
     int fds[2];
     if (pipe(fds) != 0) std::exit(2);
+    const std::set<std::string> shm_before = shm_names();
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r) {
         auto env = rank_env("kill", r, n, kvs_address(kvs));
@@ -386,7 +396,7 @@ bool kill_case(int n, const std::string& coll, int victim, std::mt19937& rng) {
         }
     }
     ok &= no_children_left();
-    ok &= shm_clean(pids);
+    ok &= shm_clean(pids, shm_before);
     ccl_kvs_destroy(kvs);
     std::printf(
         "%s: kill rank %d of %d during %s: every survivor out %.2f s after the kill "
@@ -429,6 +439,7 @@ bool bootstrap_case(int n, int absent, bool server_dies) {
         if (ccl_kvs_create_main(&kvs) != CCL_SUCCESS) return false;
         address = kvs_address(kvs);
     }
+    const std::set<std::string> shm_before = shm_names();
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r)
         pids.push_back(
@@ -461,7 +472,7 @@ bool bootstrap_case(int n, int absent, bool server_dies) {
     }
     ok &= no_children_left();
     pids.push_back(server);
-    ok &= shm_clean(pids);
+    ok &= shm_clean(pids, shm_before);
     if (kvs) ccl_kvs_destroy(kvs);
     std::printf("%s: bootstrap of %d ranks without rank %d%s: every rank out after %.2f s\n",
                 ok ? "ok" : "FAIL", n, absent, server_dies ? ", KVS server killed" : "", slowest);

@@ -185,35 +185,42 @@ ShmRecord parse_shm_record(std::istream& in, const std::string& text) {
     return r;
 }
 
+// The node's first rank lays out the arena and mailbox of `nranks` ranks; returns the record
+// ("name buffer_size job") the others open them by.
+std::string create_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
+                            int nranks, size_t buffer_size, double timeout_s) {
+    std::string name = segment_name();
+    // The segments' job id travels with their names: a segment that does not carry it (stale,
+    // foreign, replaced) is refused when the others open it.
+    shm::JobId job = kvs::random_secret();
+    arena.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(nranks, buffer_size), job),
+                  nranks, 0, buffer_size, timeout_s, true);
+    mailbox.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(nranks), job),
+                    name + "-d", *arena);
+    return name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
+}
+
+void open_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
+                   const ShmRecord& r, int nranks, int rank, double timeout_s) {
+    arena.emplace(
+        shm::Segment::open(r.name, shm::Arena::bytes_needed(nranks, r.buffer_size), r.job), nranks,
+        rank, r.buffer_size, timeout_s, false);
+    mailbox.emplace(shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(nranks), r.job),
+                    r.name + "-d", *arena);
+}
+
 }  // namespace
 
 void Communicator::setup_single_node(Bootstrap& boot) {
     const Config& cfg = config_;
     size_t buffer_size = cfg.shm_buffer_size;
     std::string shared;
-    if (rank_ == 0) {
-        // Lay the segments out before publishing their name: a peer may map them at once.
-        std::string name = segment_name();
-        // The segments' job id travels with their names: a segment that does not carry it
-        // (stale, foreign, replaced) is refused when the others open it.
-        shm::JobId job = kvs::random_secret();
-        arena_.emplace(
-            shm::Segment::create(name, shm::Arena::bytes_needed(size_, buffer_size), job), size_,
-            rank_, buffer_size, cfg.timeout_s, true);
-        mailbox_.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(size_), job),
-                         name + "-d", *arena_);
-        shared = name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
-    }
+    // Lay the segments out before publishing their name: a peer may map them at once.
+    if (rank_ == 0) shared = create_segments(arena_, mailbox_, size_, buffer_size, cfg.timeout_s);
     std::string text = boot.from_root(shared);
     if (rank_ != 0) {
         std::istringstream in(text);
-        ShmRecord r = parse_shm_record(in, text);
-        arena_.emplace(
-            shm::Segment::open(r.name, shm::Arena::bytes_needed(size_, r.buffer_size), r.job),
-            size_, rank_, r.buffer_size, cfg.timeout_s, false);
-        mailbox_.emplace(
-            shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(size_), r.job),
-            r.name + "-d", *arena_);
+        open_segments(arena_, mailbox_, parse_shm_record(in, text), size_, rank_, cfg.timeout_s);
     }
     // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,
     // whatever happens to the processes later.
@@ -242,17 +249,8 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         record = "!" + why.substr(0, 400);
     }
     size_t buffer_size = cfg.shm_buffer_size;
-    if (leader) {
-        std::string name = segment_name();
-        shm::JobId job = kvs::random_secret();
-        arena_.emplace(
-            shm::Segment::create(name, shm::Arena::bytes_needed(local_size, buffer_size), job),
-            local_size, local_rank, buffer_size, cfg.timeout_s, true);
-        mailbox_.emplace(
-            shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(local_size), job),
-            name + "-d", *arena_);
-        record += " " + name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
-    }
+    if (leader)
+        record += " " + create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s);
     std::vector<std::string> all = boot.allgather(record);
     std::vector<std::string> names;
     for (int r = 0; r < size_; ++r) {
@@ -277,13 +275,8 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         std::istringstream in(text);
         std::string skip;
         in >> skip;
-        ShmRecord r = parse_shm_record(in, text);
-        arena_.emplace(
-            shm::Segment::open(r.name, shm::Arena::bytes_needed(local_size, r.buffer_size), r.job),
-            local_size, local_rank, r.buffer_size, cfg.timeout_s, false);
-        mailbox_.emplace(
-            shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(local_size), r.job),
-            r.name + "-d", *arena_);
+        open_segments(arena_, mailbox_, parse_shm_record(in, text), local_size, local_rank,
+                      cfg.timeout_s);
     }
     boot.barrier();
     if (leader) {

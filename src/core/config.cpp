@@ -108,15 +108,15 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_LOG_LEVEL")) {
         std::string s = v;
         if (s == "error")
-            c.log_level = spdlog::level::err;
+            c.log_level = LogLevel::error;
         else if (s == "warn")
-            c.log_level = spdlog::level::warn;
+            c.log_level = LogLevel::warn;
         else if (s == "info")
-            c.log_level = spdlog::level::info;
+            c.log_level = LogLevel::info;
         else if (s == "debug")
-            c.log_level = spdlog::level::debug;
+            c.log_level = LogLevel::debug;
         else if (s == "trace")
-            c.log_level = spdlog::level::trace;
+            c.log_level = LogLevel::trace;
         else
             bad("CCL_LOG_LEVEL", v, "one of error, warn, info, debug, trace");
     }

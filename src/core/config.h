@@ -6,15 +6,14 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/common.h>
-
 #include "core/error.h"
+#include "core/log.h"
 #include "kvs/launcher.h"
 
 namespace ccl {
 
 struct Config {
-    spdlog::level::level_enum log_level = spdlog::level::warn;  // CCL_LOG_LEVEL
+    LogLevel log_level = LogLevel::warn;      // CCL_LOG_LEVEL
     double timeout_s = 300;                   // CCL_TIMEOUT: deadline of every collective wait
     double kvs_timeout_s = 60;                // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
     std::string kvs_iface;                    // CCL_KVS_IFACE: interface the KVS server binds

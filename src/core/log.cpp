@@ -1,26 +1,87 @@
 #include "core/log.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
 
 #include "core/config.h"
 #include "core/error.h"
 
 namespace ccl {
 
-spdlog::logger& log() {
+namespace {
+
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+    switch (level) {
+        case LogLevel::trace: return spdlog::level::trace;
+        case LogLevel::debug: return spdlog::level::debug;
+        case LogLevel::info: return spdlog::level::info;
+        case LogLevel::warn: return spdlog::level::warn;
+        case LogLevel::error: return spdlog::level::err;
+        case LogLevel::off: break;
+    }
+    return spdlog::level::off;
+}
+
+spdlog::logger& sink() {
     static std::shared_ptr<spdlog::logger> logger = [] {
         auto l = std::make_shared<spdlog::logger>(
             "ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
         l->set_pattern("[ccl %L %P] %v");
-        // A malformed CCL_LOG_LEVEL is reported by whichever call parses the config; log at warn.
-        try {
-            l->set_level(config().log_level);
-        } catch (const Error&) {
-            l->set_level(spdlog::level::warn);
-        }
+        l->set_level(spdlog::level::trace);  // Logger::enabled has already filtered
         return l;
     }();
     return *logger;
+}
+
+}  // namespace
+
+const char* log_level_name(LogLevel level) {
+    switch (level) {
+        case LogLevel::trace: return "trace";
+        case LogLevel::debug: return "debug";
+        case LogLevel::info: return "info";
+        case LogLevel::warn: return "warn";
+        case LogLevel::error: return "error";
+        case LogLevel::off: break;
+    }
+    return "off";
+}
+
+std::string Logger::number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+void Logger::emit(LogLevel level, std::string_view format,
+                  std::initializer_list<std::string> args) {
+    std::string line;
+    line.reserve(format.size() + 16 * args.size());
+    auto arg = args.begin();
+    for (size_t i = 0; i < format.size(); ++i) {
+        if (format[i] == '{' && i + 1 < format.size() && format[i + 1] == '}' &&
+            arg != args.end()) {
+            line += *arg++;
+            ++i;
+        } else {
+            line += format[i];
+        }
+    }
+    sink().log(to_spdlog(level), "{}", line);
+}
+
+Logger& log() {
+    static Logger logger = [] {
+        // A malformed CCL_LOG_LEVEL is reported by whichever call parses the config; log at warn.
+        try {
+            return Logger(config().log_level);
+        } catch (const Error&) {
+            return Logger(LogLevel::warn);
+        }
+    }();
+    return logger;
 }
 
 }  // namespace ccl

@@ -1,11 +1,79 @@
-// Logging through spdlog; the level comes from CCL_LOG_LEVEL (see config.h).
+// Logging: the level comes from CCL_LOG_LEVEL (see config.h); lines go to stderr through spdlog.
+// This header is deliberately light (spdlog and fmt cost about 10 s of compile per file that
+// includes them): messages use "{}" placeholders only, filled with each argument's plain text,
+// and nothing is formatted unless the level is on.
 #pragma once
 
-#include <spdlog/spdlog.h>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace ccl {
 
-// The library's logger ("ccl"), created on first use at the configured level, writing to stderr.
-spdlog::logger& log();
+enum class LogLevel { trace, debug, info, warn, error, off };
+
+// The name CCL_LOG_LEVEL takes for a level ("warn", "debug", ...).
+const char* log_level_name(LogLevel level);
+
+class Logger {
+public:
+    bool enabled(LogLevel level) const { return level >= level_; }
+
+    template <class... A>
+    void trace(std::string_view format, const A&... args) {
+        write(LogLevel::trace, format, args...);
+    }
+    template <class... A>
+    void debug(std::string_view format, const A&... args) {
+        write(LogLevel::debug, format, args...);
+    }
+    template <class... A>
+    void info(std::string_view format, const A&... args) {
+        write(LogLevel::info, format, args...);
+    }
+    template <class... A>
+    void warn(std::string_view format, const A&... args) {
+        write(LogLevel::warn, format, args...);
+    }
+    template <class... A>
+    void error(std::string_view format, const A&... args) {
+        write(LogLevel::error, format, args...);
+    }
+
+    explicit Logger(LogLevel level) : level_(level) {}
+
+private:
+    template <class... A>
+    void write(LogLevel level, std::string_view format, const A&... args) {
+        if (enabled(level)) emit(level, format, {text(args)...});
+    }
+
+    template <class T>
+    static std::string text(const T& v) {
+        if constexpr (std::is_same_v<std::decay_t<T>, char*> ||
+                      std::is_same_v<std::decay_t<T>, const char*>)
+            return v ? std::string(v) : std::string("(null)");
+        else if constexpr (std::is_convertible_v<const T&, std::string_view>)
+            return std::string(std::string_view(v));
+        else if constexpr (std::is_same_v<T, bool>)
+            return v ? "true" : "false";
+        else if constexpr (std::is_enum_v<T>)
+            return std::to_string(static_cast<std::underlying_type_t<T>>(v));
+        else if constexpr (std::is_floating_point_v<T>)
+            return number(double(v));
+        else
+            return std::to_string(v);
+    }
+    static std::string number(double v);  // "%g"
+
+    // Replaces each "{}" of format with the next argument's text and writes the line.
+    void emit(LogLevel level, std::string_view format, std::initializer_list<std::string> args);
+
+    LogLevel level_;
+};
+
+// The library's logger, created on first use at the configured level.
+Logger& log();
 
 }  // namespace ccl

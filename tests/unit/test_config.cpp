@@ -35,7 +35,7 @@ TEST(Config, Defaults) {
     EXPECT_EQ(c.kvs_timeout_s, 60);
     EXPECT_EQ(c.shm_buffer_size, 1u << 20);
     EXPECT_EQ(c.allreduce_algo, "auto");
-    EXPECT_EQ(c.log_level, spdlog::level::warn);
+    EXPECT_EQ(c.log_level, ccl::LogLevel::warn);
 }
 
 TEST(Config, ParsesValues) {
@@ -47,7 +47,7 @@ TEST(Config, ParsesValues) {
                            {"CCL_KVS_IFACE", "lo"}});
     EXPECT_EQ(c.timeout_s, 2.5);
     EXPECT_EQ(c.shm_buffer_size, 64u << 10);
-    EXPECT_EQ(c.log_level, spdlog::level::debug);
+    EXPECT_EQ(c.log_level, ccl::LogLevel::debug);
     EXPECT_EQ(c.allreduce_algo, "rsag");
     EXPECT_EQ(c.allreduce_direct_max, 0u);
     EXPECT_EQ(c.kvs_iface, "lo");

@@ -11,9 +11,9 @@
 #include "ccl/ccl.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/topology.h"
 #include "shm/arena.h"
 #include "shm/mailbox.h"
-#include "core/topology.h"
 #include "transport/fabric.h"
 
 namespace {
@@ -42,11 +42,8 @@ std::string settings(const ccl::Config& c) {
     std::string cpus = c.worker_cpus.empty() ? "auto" : "";
     for (size_t i = 0; i < c.worker_cpus.size(); ++i)
         cpus += (i ? "," : "") + std::to_string(c.worker_cpus[i]);
-    auto sv = spdlog::level::to_string_view(c.log_level);
-    std::string level(sv.data(), sv.size());
-    if (level == "warning") level = "warn";  // spelled the way CCL_LOG_LEVEL takes it
-    return line("CCL_LOG_LEVEL", level) + line("CCL_TIMEOUT", num(c.timeout_s)) +
-           line("CCL_KVS_TIMEOUT", num(c.kvs_timeout_s)) +
+    return line("CCL_LOG_LEVEL", ccl::log_level_name(c.log_level)) +
+           line("CCL_TIMEOUT", num(c.timeout_s)) + line("CCL_KVS_TIMEOUT", num(c.kvs_timeout_s)) +
            line("CCL_KVS_IFACE", c.kvs_iface.empty() ? "(unset: default route)" : c.kvs_iface) +
            line("CCL_KVS_PORT",
                 c.kvs_port ? std::to_string(c.kvs_port) : "(unset: MASTER_PORT + 1)") +

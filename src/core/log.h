@@ -51,8 +51,7 @@ private:
 
     template <class T>
     static std::string text(const T& v) {
-        if constexpr (std::is_same_v<std::decay_t<T>, char*> ||
-                      std::is_same_v<std::decay_t<T>, const char*>)
+        if constexpr (std::is_same_v<T, char*> || std::is_same_v<T, const char*>)
             return v ? std::string(v) : std::string("(null)");
         else if constexpr (std::is_convertible_v<const T&, std::string_view>)
             return std::string(std::string_view(v));

@@ -72,6 +72,7 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
         throw Error(CCL_ERROR_INTERNAL,
                     "shared-memory arena " + seg_.name() + " has the wrong size");
     Header* h = header();
+    failed_word_ = &h->failed;
     if (init) {
         // The segment is fresh (zero-filled): flags start at 0, round 0 "done". Peers learn the
         // segment's name through the KVS only after this, which orders these stores before theirs.
@@ -106,6 +107,7 @@ void Arena::begin_round(uint32_t signature, size_t bytes) {
     ++round_;
     signature_ = signature;
     lane_round_ = bytes <= kLaneBytes;
+    was_ready_ = false;
     flag(rank_).sig[round_ % kSigs].store(signature, std::memory_order_release);
 }
 
@@ -132,17 +134,30 @@ void Arena::publish(Word w, uint32_t value) {
 
 Arena::Watch Arena::watch(Word word, uint32_t target) { return Watch(*this, word, target); }
 
-void Arena::ready() { publish(flag_word(rank_), uint32_t(2 * round_ - 1)); }
-void Arena::done() { publish(flag_word(rank_), uint32_t(2 * round_)); }
+void Arena::ready() {
+    publish(flag_word(rank_), uint32_t(2 * round_ - 1));
+    was_ready_ = true;
+}
+
+void Arena::done() {
+    // A lane round's "done" matters only to a writer reusing the lane kLanes rounds later, and
+    // whatever this rank publishes next (it does: that writer's later rounds are its rounds too)
+    // implies it. Skipping it saves a store that would take the flag's line from the peers that
+    // are polling it, on the path of every small call.
+    if (lane_round_ && was_ready_) return;
+    publish(flag_word(rank_), uint32_t(2 * round_));
+}
 
 void Arena::check_signature(int r, uint32_t seen) {
-    // The peer stores its signature for round e before it is ready in round e, and overwrites it
-    // when it starts round e + kSigs, after its flag passed 2(e + kSigs - 1). Check only in
+    // The peer stores its signature for round e before it publishes anything in round e, and
+    // overwrites it when it starts round e + kSigs, after it published something for round
+    // e + kSigs - 1 (its ready or its done: every round publishes one or both). Check only in
     // between.
     if (!reached(seen, uint32_t(2 * round_ - 1))) return;
     Flag& f = flag(r);
     uint32_t sig = f.sig[round_ % kSigs].load(std::memory_order_acquire);
-    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + kSigs - 1)))) return;
+    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + kSigs - 1) - 1)))
+        return;
     if (sig != signature_)
         fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(r) +
                                           " called a different collective (or "
@@ -250,8 +265,8 @@ void Arena::check_aborted() {
     if (aborted()) throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
 }
 
-ccl_result_t Arena::peer_failure(std::string* message) const {
-    uint64_t f = header()->failed.load(std::memory_order_acquire);
+ccl_result_t Arena::failure_in_header(std::string* message) const {
+    uint64_t f = failed_word_->load(std::memory_order_acquire);
     const int who = int(uint32_t(f) - 1);
     if (f == 0 || who == rank_) return CCL_SUCCESS;
     // A peer's abort is, seen from here, a peer that gave up.
@@ -265,7 +280,7 @@ ccl_result_t Arena::peer_failure(std::string* message) const {
     return code == CCL_ERROR_ABORTED ? CCL_ERROR_PEER_FAILURE : code;
 }
 
-void Arena::check_peers_failed() {
+void Arena::fail_if_peer_failed() {
     std::string message;
     if (ccl_result_t code = peer_failure(&message); code != CCL_SUCCESS) fail(code, message);
 }

@@ -64,8 +64,10 @@ public:
     void* own_buffer(int ahead = 0) const { return peer_buffer(rank_, ahead); }
     // A peer's buffer for the current round; read it only after its ready flag.
     void* peer_buffer(int peer, int ahead = 0) const;
-    void ready();              // this rank's data for the current round is in place
-    void done();               // this rank no longer touches the arena for the current round
+    void ready();  // this rank's data for the current round is in place
+    // This rank no longer touches the arena for the current round. In a lane round after ready()
+    // it publishes nothing: the next round's flag implies it (see done() in arena.cpp).
+    void done();
     Flags ready_of(int peer);  // co_await: `peer` is ready in this round
     Flags all_ready();         // co_await: every rank is ready in this round
     // co_await: every rank is done with this round. For single-copy algorithms, where peers read
@@ -91,7 +93,11 @@ public:
     bool aborted() const { return aborted_.load(std::memory_order_acquire); }
     // A failure another rank reported through the shared header (CCL_SUCCESS if none), with a
     // description: what ccl_comm_get_async_error sees of the peers.
-    ccl_result_t peer_failure(std::string* message) const;
+    ccl_result_t peer_failure(std::string* message) const {
+        // One load on the path of every call; the rest only once something failed.
+        if (failed_word_->load(std::memory_order_acquire) == 0) return CCL_SUCCESS;
+        return failure_in_header(message);
+    }
 
     // A counter in shared memory that rank `owner` advances, with the count of ranks asleep on it;
     // the mailbox waits on these. Any thread may wait on one (each its own Watch).
@@ -127,7 +133,11 @@ private:
     // Blocks until the word reaches `target` (spin, yield, futex) or test_word throws.
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
     static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
-    void check_peers_failed();  // throws if another rank marked the arena failed
+    void check_peers_failed() {  // throws if another rank marked the arena failed
+        if (failed_word_->load(std::memory_order_acquire) != 0) fail_if_peer_failed();
+    }
+    void fail_if_peer_failed();
+    ccl_result_t failure_in_header(std::string* message) const;
     void check_aborted();       // throws CCL_ERROR_ABORTED after abort()
     void check_signature(int r, uint32_t seen);
 
@@ -140,8 +150,10 @@ private:
     size_t flags_offset_;
     size_t data_offset_;
     size_t lanes_offset_;
+    std::atomic<uint64_t>* failed_word_;  // the shared header's "failed"
     uint64_t round_ = 0;       // the current round (1-based once started)
     bool lane_round_ = false;  // the current round uses a lane
+    bool was_ready_ = false;   // this rank published ready in the current round
     uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
     std::atomic<bool> failed_{false};

@@ -17,7 +17,6 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
             std::memcpy(arena.own_buffer(), static_cast<const char*>(buf) + off, len);
             arena.ready();
         } else {
-            arena.ready();
             co_await arena.ready_of(root);
             copy_out(static_cast<char*>(buf) + off, arena.peer_buffer(root), len, stream);
         }

@@ -138,7 +138,7 @@ private:
     }
     void fail_if_peer_failed();
     ccl_result_t failure_in_header(std::string* message) const;
-    void check_aborted();       // throws CCL_ERROR_ABORTED after abort()
+    void check_aborted();  // throws CCL_ERROR_ABORTED after abort()
     void check_signature(int r, uint32_t seen);
 
     Segment seg_;
@@ -151,10 +151,10 @@ private:
     size_t data_offset_;
     size_t lanes_offset_;
     std::atomic<uint64_t>* failed_word_;  // the shared header's "failed"
-    uint64_t round_ = 0;       // the current round (1-based once started)
-    bool lane_round_ = false;  // the current round uses a lane
-    bool was_ready_ = false;   // this rank published ready in the current round
-    uint64_t known_done_ = 0;  // every rank is known to be done with rounds <= this
+    uint64_t round_ = 0;                  // the current round (1-based once started)
+    bool lane_round_ = false;             // the current round uses a lane
+    bool was_ready_ = false;              // this rank published ready in the current round
+    uint64_t known_done_ = 0;             // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
     std::atomic<bool> failed_{false};
     std::atomic<int> failure_code_{CCL_SUCCESS};

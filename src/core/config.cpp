@@ -144,8 +144,10 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
             bad("CCL_ALLREDUCE", v, "one of auto, direct, rsag, cma");
         c.allreduce_algo = s;
     }
-    if (const char* v = getenv_fn("CCL_ALLREDUCE_DIRECT_MAX"))
+    if (const char* v = getenv_fn("CCL_ALLREDUCE_DIRECT_MAX")) {
         c.allreduce_direct_max = parse_bytes("CCL_ALLREDUCE_DIRECT_MAX", v, 0, size_t(1) << 30);
+        c.allreduce_direct_max_set = true;
+    }
     if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MIN"))
         c.allreduce_cma_min = parse_bytes("CCL_ALLREDUCE_CMA_MIN", v, 0, size_t(1) << 40);
     if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MAX"))

@@ -22,6 +22,7 @@ struct Config {
     size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
     std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag | cma
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
+    bool allreduce_direct_max_set = false;    // given by the user: no scaling with the ranks
     size_t allreduce_cma_min = 256u << 10;    // CCL_ALLREDUCE_CMA_MIN: smallest auto cma slice
     size_t allreduce_cma_max = 32u << 20;     // CCL_ALLREDUCE_CMA_MAX: auto cma below this
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process

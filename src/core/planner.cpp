@@ -1,5 +1,6 @@
 #include "core/planner.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/comm.h"
@@ -36,11 +37,22 @@ Step local_copy(size_t bytes) {
             }};
 }
 
+// The largest allreduce that runs direct by default. Direct reads every rank's input (n x bytes
+// per rank) in one round, rsag about 2 x bytes in two: on the 16-core host direct won at 2 ranks
+// up to 64 KiB, and with more ranks while n x bytes stayed within about 24 KiB
+// (docs/performance.md). A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
+size_t allreduce_direct_max(const Config& cfg, int n) {
+    constexpr size_t kDirectReadMax = 24u << 10;
+    if (cfg.allreduce_direct_max_set || n <= 2) return cfg.allreduce_direct_max;
+    return std::min(cfg.allreduce_direct_max, kDirectReadMax / size_t(n));
+}
+
 Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
                     bool single_copy) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     const std::string& choice = cfg.allreduce_algo;
-    bool direct = choice == "direct" || (choice == "auto" && bytes <= cfg.allreduce_direct_max);
+    bool direct = choice == "direct" ||
+                  (choice == "auto" && bytes <= allreduce_direct_max(cfg, arena.nranks()));
     if (direct)
         return {"shm/allreduce_direct",
                 [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {

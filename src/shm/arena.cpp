@@ -173,7 +173,7 @@ Arena::Flags Arena::buffer_free(int ahead) {
     int64_t previous =
         lane_round_ && ahead == 0 ? int64_t(round_) - kLanes : int64_t(round_) + ahead - 2;
     if (previous <= int64_t(known_done_)) return Flags(*this, 0, -1, 0, known_done_);  // ready
-    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * previous), uint64_t(previous));
+    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * previous), uint64_t(previous), true);
 }
 
 Arena::Flags Arena::ready_of(int peer) {
@@ -241,8 +241,13 @@ void Arena::sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max)
 }
 
 bool Arena::Flags::ready() {
-    for (; next_ <= last_; ++next_)
-        if (next_ != arena_.rank_ && !arena_.test_flag(next_, target_, clock_)) return false;
+    for (; next_ <= last_; ++next_) {
+        if (next_ == arena_.rank_) continue;
+        if (!arena_.test_flag(next_, target_, clock_)) return false;
+        if (learn_)
+            ahead_ =
+                std::min(ahead_, arena_.flag(next_).seq.load(std::memory_order_relaxed) - target_);
+    }
     return true;
 }
 
@@ -258,7 +263,12 @@ Waiter::Sleeper Arena::Flags::sleeper() {
 }
 
 void Arena::Flags::await_resume() {
-    arena_.known_done_ = std::max(arena_.known_done_, implies_done_);
+    // A flag at 2e (done with e) or 2e + 1 (ready in e + 1, so done with e): done with e. (Flags
+    // run at most a few rounds apart, far from wrapping; test_flag saw each at target_ or beyond.)
+    uint64_t done = implies_done_;
+    if (learn_ && ahead_ != UINT32_MAX)
+        done = std::max(done, std::min(implies_done_ + ahead_ / 2, arena_.round_ - 1));
+    arena_.known_done_ = std::max(arena_.known_done_, done);
 }
 
 void Arena::check_aborted() {

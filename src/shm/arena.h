@@ -162,11 +162,20 @@ private:
 };
 
 // Waits until every rank in [first, last] but this one has its flag at `target`; once satisfied,
-// every rank is known to be done with rounds <= `implies_done`.
+// every rank is known to be done with rounds <= `implies_done`. A wait for "done" flags
+// (`learn`: target 2 x implies_done, every rank) also learns how far beyond the slowest rank is,
+// so that a rank that only writes (a broadcast's root) looks at its readers' flags only every
+// few rounds rather than at every call.
 class Arena::Flags final : public Waiter {
 public:
-    Flags(Arena& arena, int first, int last, uint32_t target, uint64_t implies_done)
-        : arena_(arena), next_(first), last_(last), target_(target), implies_done_(implies_done) {}
+    Flags(Arena& arena, int first, int last, uint32_t target, uint64_t implies_done,
+          bool learn = false)
+        : arena_(arena),
+          next_(first),
+          last_(last),
+          target_(target),
+          implies_done_(implies_done),
+          learn_(learn) {}
 
     bool ready() override;
     void block() override;
@@ -181,6 +190,8 @@ private:
     int next_, last_;
     uint32_t target_;
     uint64_t implies_done_;
+    bool learn_;
+    uint32_t ahead_ = UINT32_MAX;  // least flag value beyond target_ seen (with learn_)
     WaitClock clock_;
 };
 

@@ -3,11 +3,11 @@
 //   mn_loop --results DIR [--coll mix|allreduce|allreduce_large|broadcast|barrier] [--seconds S]
 // (mix, the default: a 4 MiB allreduce, a 1 KiB one and a 4 MiB broadcast in turn)
 // Prints "rank R ready pid P" after its first successful call. When a call fails the rank
-// writes DIR/rank.R: "<PEER_FAILURE|TIMEOUT|OTHER:code> <CLOCK_REALTIME seconds of the failure> <seconds since the
-// failed call started>", destroys its communicator, then waits (at most 30 s) until every
-// surviving rank wrote its file or died before it exits 3: cclrun stops every rank as soon as
-// one exits, which would hide whether the others notice the failure by themselves. SIGTERM is
-// ignored for the same reason (cclrun's SIGKILL 2 s later still ends it). Exits 0 when the loop
+// writes DIR/rank.R: "<PEER_FAILURE|TIMEOUT|OTHER:code> <CLOCK_REALTIME seconds of the failure>
+// <seconds since the failed call started>", destroys its communicator, then waits (at most 30 s)
+// until every surviving rank wrote its file or died before it exits 3: cclrun stops every rank as
+// soon as one exits, which would hide whether the others notice the failure by themselves. SIGTERM
+// is ignored for the same reason (cclrun's SIGKILL 2 s later still ends it). Exits 0 when the loop
 // ran S seconds (default 60) without an error, 1 on a setup error.
 #include <signal.h>
 #include <unistd.h>
@@ -49,9 +49,12 @@ int main(int argc, char** argv) {
     double seconds = 60;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
-        if (a == "--results") dir = argv[i + 1];
-        else if (a == "--coll") coll = argv[i + 1];
-        else if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+        if (a == "--results")
+            dir = argv[i + 1];
+        else if (a == "--coll")
+            coll = argv[i + 1];
+        else if (a == "--seconds")
+            seconds = std::atof(argv[i + 1]);
     }
     if (dir.empty()) {
         std::fprintf(stderr, "usage: mn_loop --results DIR [--coll C] [--seconds S]\n");

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -78,9 +79,27 @@ std::string wanted_provider() {
     return env && *env ? env : "tcp";
 }
 
+// Defaults for tcp;ofi_rxm where the user set none (libfabric reads them when it loads its
+// providers, at the first fi_getinfo). Measured across fake nodes (docs/multinode.md): with
+// rxm's 16 KiB bounce buffers, 32 and 64 KiB messages took segmentation or rendezvous round
+// trips (64 KiB allreduce ~200 us); with 64 KiB + rxm's header they go eagerly (~90 us).
+// Bigger buffers multiply rxm's receive pool (about +230 MB a rank at the default receive queue
+// of its connections), so that queue shrinks to 32 (+30 MB). Larger messages keep rendezvous.
+void set_provider_defaults(const std::string& wanted) {
+    if (wanted.find("tcp") == std::string::npos) return;
+    const std::pair<const char*, const char*> defaults[] = {{"FI_OFI_RXM_BUFFER_SIZE", "65600"},
+                                                            {"FI_OFI_RXM_MSG_RX_SIZE", "32"}};
+    for (const auto& [name, value] : defaults)
+        if (!std::getenv(name)) {
+            setenv(name, value, 0);
+            log().debug("libfabric: {}={} (ccl's default for tcp)", name, value);
+        }
+}
+
 // The providers that fit (fi_freeinfo them); throws CCL_ERROR_UNSUPPORTED naming the provider and
 // what fi_getinfo said.
 fi_info* get_info(const std::string& wanted) {
+    set_provider_defaults(wanted);
     const char* env = std::getenv("FI_PROVIDER");
     std::unique_ptr<fi_info, void (*)(fi_info*)> hints(fi_allocinfo(), fi_freeinfo);
     if (!hints) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_allocinfo failed");
@@ -180,12 +199,16 @@ void Fabric::progress_loop() {
     constexpr std::chrono::microseconds kActive(500), kIdle(2000);
     std::unique_lock<std::mutex> lk(thread_mu_);
     while (!stop_) {
-        bool busy;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            busy = !pending_.empty();
-            if (busy && now_ns() - last_poll_ns_.load(std::memory_order_relaxed) > 400000)
-                poll_locked();
+        bool busy = true;
+        // Never block on mu_: a waiter polling in a loop holds it nearly all the time, and a
+        // thread queued on it turns each of the waiter's unlocks into a futex wake (a system
+        // call and a context switch per poll, on the core the peer needs).
+        if (now_ns() - last_poll_ns_.load(std::memory_order_relaxed) > 400000) {
+            std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+            if (lock.owns_lock()) {
+                busy = !pending_.empty();
+                if (busy) poll_locked();
+            }
         }
         thread_cv_.wait_for(lk, busy ? kActive : kIdle, [this] { return stop_; });
     }
@@ -217,18 +240,60 @@ Fabric::~Fabric() {
             std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
     }
-    release();
+    bool stuck = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [ctx, op] : pending_) stuck = stuck || op != notice_op_;
+    }
+    if (stuck)
+        abandon();
+    else
+        release();
+}
+
+void Fabric::abandon() noexcept {
+    // tcp;ofi_rxm (libfabric 1.17) crashed (SIGSEGV in fi_close of the endpoint) now and then
+    // when operations were still queued on a connection whose peer had become unreachable (a
+    // node's link cut: tests/multinode/midcoll_fault.sh). Such an endpoint stays open until the
+    // process exits; nobody polls it any more, and what the provider may still refer to (the
+    // operations, the notice buffer, its own objects) is kept reachable.
+    stop_progress();
+    log().warn(
+        "rank {}: libfabric operations still unfinished; the endpoint stays open until "
+        "the process exits",
+        rank_);
+    static std::mutex mu;
+    static auto* kept = new std::vector<std::shared_ptr<void>>();
+    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock2(mu_);
+    for (auto& [ctx, op] : pending_) kept->push_back(op);
+    if (notice_op_) {
+        notice_op_->copy.swap(notice_buf_);  // the buffer's memory moves with it
+        kept->push_back(notice_op_);
+    }
+    for (void* f : {static_cast<void*>(ep_), static_cast<void*>(av_), static_cast<void*>(cq_),
+                    static_cast<void*>(domain_), static_cast<void*>(fabric_)})
+        kept->push_back(std::shared_ptr<void>(f, [](void*) {}));
+    pending_.clear();
+    ep_ = nullptr;
+    av_ = nullptr;
+    cq_ = nullptr;
+    domain_ = nullptr;
+    fabric_ = nullptr;
+}
+
+void Fabric::stop_progress() noexcept {
+    if (!progress_.joinable()) return;
+    {
+        std::lock_guard<std::mutex> lk(thread_mu_);
+        stop_ = true;
+    }
+    thread_cv_.notify_all();
+    progress_.join();
 }
 
 void Fabric::release() noexcept {
-    if (progress_.joinable()) {
-        {
-            std::lock_guard<std::mutex> lk(thread_mu_);
-            stop_ = true;
-        }
-        thread_cv_.notify_all();
-        progress_.join();
-    }
+    stop_progress();
     close_fid(ep_ ? &ep_->fid : nullptr, "endpoint");
     close_fid(av_ ? &av_->fid : nullptr, "address vector");
     close_fid(cq_ ? &cq_->fid : nullptr, "completion queue");
@@ -574,13 +639,17 @@ void Fabric::Done::block() {
     // (others may need it: oversubscription is normal), then poll between short sleeps. Polling
     // is what moves the data (manual progress); tcp;ofi_rxm's wait object (fi_cq_sread) did not
     // wake on incoming data, so it is not used.
+    // A large transfer moves only while both sides poll: sleeping then stalls the stream, so the
+    // yielding phase lasts as long as the data could take at 100 MB/s (84 ms for 8 MiB).
+    const auto yield_for =
+        std::chrono::milliseconds(5) + std::chrono::microseconds(op_->bytes / 100);
     auto start = std::chrono::steady_clock::now();
     for (;;) {
         if (ready()) return;
         auto waited = std::chrono::steady_clock::now() - start;
         if (waited < std::chrono::microseconds(50))
             continue;
-        else if (waited < std::chrono::milliseconds(5))
+        else if (waited < yield_for)
             sched_yield();
         else
             std::this_thread::sleep_for(std::chrono::microseconds(100));

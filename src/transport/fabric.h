@@ -121,6 +121,10 @@ private:
     void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len);
     bool poll_locked();
     void release() noexcept;  // closes every fabric object
+    // Leaves the fabric objects open (see the definition): operations still pending at
+    // destruction.
+    void abandon() noexcept;
+    void stop_progress() noexcept;
 
     int rank_, size_;
     double timeout_s_;

@@ -14,14 +14,7 @@ CCLRUN=${2:?} PROBE=${3:?} FN=${4:?}
 . "$(dirname "$0")/lib.sh"
 require_namespaces
 
-TMP=$(mktemp -d)
-export FAKENODES_STATE=$TMP/state
-cleanup() {
-    [ -n "${job_pid:-}" ] && kill -KILL "$job_pid" 2>/dev/null
-    "$FN" down --all >/dev/null 2>&1
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+fakenodes_scratch "$FN"
 export CCL_KVS_TIMEOUT=${CCL_KVS_TIMEOUT:-30}
 
 hosts_of() { seq -s, -f 'node%g' 0 $(($1 - 1)); }

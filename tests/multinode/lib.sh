@@ -39,6 +39,16 @@ require_namespaces() {
         2>/dev/null || skip "cannot create veth pairs and bridges (kernel modules veth, bridge?)"
 }
 
+# fakenodes_scratch FAKENODES: a scratch folder $TMP with a fakenodes state folder of its own
+# (other runs on this machine are not ours to see or remove); on exit, the job $job_pid (when
+# set) is killed, every node taken down and $TMP removed.
+fakenodes_scratch() {
+    FN=$1
+    TMP=$(mktemp -d)
+    export FAKENODES_STATE=$TMP/state
+    trap '[ -n "${job_pid:-}" ] && kill -KILL "$job_pid" 2>/dev/null; "$FN" down --all >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+}
+
 now() { date +%s.%N; }
 # elapsed START: seconds since START, as a decimal.
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }

@@ -31,14 +31,7 @@ limit=4
 timeout=${MIDCOLL_CCL_TIMEOUT:-$limit}  # CCL_TIMEOUT the ranks get
 slack=3
 
-TMP=$(mktemp -d)
-export FAKENODES_STATE=$TMP/state
-cleanup() {
-    [ -n "${job_pid:-}" ] && kill -KILL "$job_pid" 2>/dev/null
-    "$FN" down --all >/dev/null 2>&1
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+fakenodes_scratch "$FN"
 eval "$("$FN" up "$K" 2>/dev/null)" || skip "fakenodes up failed"
 mkdir -p "$TMP/res"
 

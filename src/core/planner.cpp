@@ -27,7 +27,8 @@ enum Algo : uint64_t {
     kReduceScatter,
     kAlltoall,
     kAllgatherCma,
-    kAllreduceCma
+    kAllreduceCma,
+    kAlltoallLane
 };
 
 Step local_copy(size_t bytes) {
@@ -162,6 +163,15 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         case CollType::alltoall:
         case CollType::alltoallv: {
             if (sig.coll == CollType::alltoall && sig.count == 0) break;
+            if (sig.coll == CollType::alltoall &&
+                size_t(comm.size()) * bytes <= shm::Arena::kLaneBytes) {
+                s.steps.push_back(
+                    {"shm/alltoall_lane",
+                     [&arena, bytes, digest = sig.digest(kAlltoallLane)](const Buffers& b) {
+                         return shm::alltoall_lane(arena, digest, b.send, b.recv, bytes);
+                     }});
+                break;
+            }
             std::vector<size_t> equal;
             if (sig.coll == CollType::alltoall) equal.assign(size_t(comm.size()), sig.count);
             s.steps.push_back(

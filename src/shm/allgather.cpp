@@ -21,7 +21,7 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
     const bool stream = offset.back() >= kStreamMinBytes;
     if (mine != out + offset[size_t(me)]) std::memcpy(out + offset[size_t(me)], mine, my_bytes);
     for (size_t off = 0; off < largest; off += piece) {
-        arena.begin_round(sig);
+        arena.begin_round(sig, std::min(piece, largest - off));
         if (off < my_bytes) {
             co_await arena.buffer_free();
             std::memcpy(arena.own_buffer(), mine + off, std::min(piece, my_bytes - off));

@@ -57,6 +57,23 @@ void write_counts(void* buf, const size_t* sendcounts, const size_t* recvcounts,
 
 }  // namespace
 
+Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, size_t block) {
+    const int n = arena.nranks(), me = arena.rank();
+    arena.begin_round(sig, size_t(n) * block);
+    co_await arena.buffer_free();
+    std::memcpy(arena.own_buffer(), send, size_t(n) * block);
+    arena.ready();
+    co_await arena.all_ready();
+    char* out = static_cast<char*>(recv);
+    for (int r = 0; r < n; ++r) {
+        const char* from = r == me ? static_cast<const char*>(send)
+                                   : static_cast<const char*>(arena.peer_buffer(r));
+        if (from + size_t(me) * block != out + size_t(r) * block)
+            std::memcpy(out + size_t(r) * block, from + size_t(me) * block, block);
+    }
+    arena.done();
+}
+
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy) {
     const int n = arena.nranks(), me = arena.rank();

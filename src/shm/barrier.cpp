@@ -3,7 +3,7 @@
 namespace ccl::shm {
 
 Task barrier(Arena& arena, uint32_t sig) {
-    arena.begin_round(sig);
+    arena.begin_round(sig, 0);  // a lane round: no data, and no "done" to publish
     arena.ready();
     co_await arena.all_ready();
     arena.done();

@@ -71,6 +71,10 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy);
 
+// alltoall with every block `block` bytes, all of them fitting one lane (n x block <= kLaneBytes):
+// one round, every rank's whole send buffer in its lane.
+Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, size_t block);
+
 // Single-copy variants (shm/cma.h): every rank publishes its buffer's address and peers copy
 // from it directly; they return once every rank is done reading.
 Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,

@@ -12,14 +12,16 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype);
     // Elements of each block per round: the buffer split n ways, in whole cache lines when it can.
+    // Small ones in one round through the lanes.
     size_t per_peer = arena.buffer_size() / size_t(n);
     if (per_peer >= 64) per_peer -= per_peer % 64;
-    const size_t piece = std::max<size_t>(1, per_peer / esize);
+    const bool lane = size_t(n) * count * esize <= Arena::kLaneBytes;
+    const size_t piece = lane ? count : std::max<size_t>(1, per_peer / esize);
     const char* in = static_cast<const char*>(send);
     std::vector<const void*> srcs(static_cast<size_t>(n));
     for (size_t off = 0; off < count; off += piece) {
         size_t c = std::min(piece, count - off);
-        arena.begin_round(sig);
+        arena.begin_round(sig, lane ? size_t(n) * count * esize : SIZE_MAX);
         co_await arena.buffer_free();
         char* buf = static_cast<char*>(arena.own_buffer());
         // Peers read my pieces of their blocks; my own block I reduce from `send` directly.

@@ -15,9 +15,12 @@ namespace {
 // round only), then one piece per destination.
 struct Layout {
     size_t header, piece;
-    Layout(size_t buffer, int n) : header((16 * size_t(n) + 8 + 63) / 64 * 64) {
-        size_t room = buffer > header ? (buffer - header) / size_t(n) : 0;
-        piece = room >= 64 ? room - room % 64 : room - room % 8;
+    static size_t header_bytes(int n) { return (16 * size_t(n) + 8 + 63) / 64 * 64; }
+    static size_t piece_bytes(size_t buffer, int n) {
+        size_t room = buffer > header_bytes(n) ? (buffer - header_bytes(n)) / size_t(n) : 0;
+        return room >= 64 ? room - room % 64 : room - room % 8;
+    }
+    Layout(size_t buffer, int n) : header(header_bytes(n)), piece(piece_bytes(buffer, n)) {
         if (piece == 0)
             throw Error(CCL_ERROR_UNSUPPORTED, "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
                                                    " bytes) is too small for an all-to-all among " +
@@ -78,7 +81,11 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n);
-    const Layout layout(arena.buffer_size(), n);
+    const Layout full(arena.buffer_size(), n);
+    // The first round goes through a lane when one holds the header and a piece per rank: small
+    // exchanges then take one round with nothing to publish after it.
+    const bool lane = Layout::piece_bytes(Arena::kLaneBytes, n) > 0;
+    const Layout first = lane ? Layout(Arena::kLaneBytes, n) : full;
     const std::vector<size_t> sdispl = byte_offsets(sendcounts, un, esize);
     const std::vector<size_t> rdispl = byte_offsets(recvcounts, un, esize);
     const char* in = static_cast<const char*>(send);
@@ -95,9 +102,10 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     // fits in one piece or single copy is off. After it every rank knows the largest block and
     // so makes the same choice: done already, single copy, or more rounds of pieces.
     size_t largest = 0;
-    bool pieces = !single_copy || my_largest <= layout.piece;
-    for (size_t off = 0, round = 0; round == 0 || off < largest; off += layout.piece, ++round) {
-        arena.begin_round(sig);
+    bool pieces = !single_copy || my_largest <= full.piece;
+    for (size_t off = 0, round = 0; round == 0 || off < largest; ++round) {
+        const Layout& layout = round == 0 ? first : full;
+        arena.begin_round(sig, round == 0 && lane ? Arena::kLaneBytes : SIZE_MAX);
         co_await arena.buffer_free();
         char* buf = static_cast<char*>(arena.own_buffer());
         if (round == 0) {
@@ -118,7 +126,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             if (in + sdispl[size_t(me)] != out + rdispl[size_t(me)])
                 std::memcpy(out + rdispl[size_t(me)], in + sdispl[size_t(me)],
                             sdispl[size_t(me) + 1] - sdispl[size_t(me)]);
-            if (single_copy && largest > layout.piece) {
+            if (single_copy && largest > full.piece) {
                 for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
                     size_t r = size_t((me + i) % n);
                     const char* peer = static_cast<const char*>(arena.peer_buffer(int(r)));
@@ -130,7 +138,16 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                         cma_read(arena.peer_pid(int(r)), out + rdispl[r], base + from, bytes);
                 }
                 arena.done();
-                co_await arena.all_done();  // until then peers may still read my send buffer
+                // Until every peer is done, it may still read my send buffer. A lane round
+                // publishes no "done": a round of its own says it.
+                if (!lane) {
+                    co_await arena.all_done();
+                    co_return;
+                }
+                arena.begin_round(sig, 0);
+                arena.ready();
+                co_await arena.all_ready();
+                arena.done();
                 co_return;
             }
         }
@@ -144,6 +161,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         }
         arena.done();
         pieces = true;
+        off += layout.piece;
     }
 }
 

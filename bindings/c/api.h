@@ -2,6 +2,7 @@
 // validates opaque handles.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -55,12 +56,25 @@ public:
         if (it == live_.end()) throw invalid(handle, what);
         return it->second;
     }
+    // The object, for a call that the threading rules let use it without holding a reference
+    // (only the calling thread may destroy it meanwhile, as for a communicator's calls). A
+    // per-thread memo of the last lookup, valid while nothing was removed since, saves the lock
+    // and the reference count on the path of every collective.
+    T& use(const void* handle, const char* what) {
+        static thread_local Memo memo;  // trivially destructible: no per-access TLS guard
+        const uint64_t removals = removals_.load(std::memory_order_acquire);
+        if (memo.handle == handle && memo.removals == removals && handle) return *memo.object;
+        std::shared_ptr<T> object = get(handle, what);
+        memo = {handle, object.get(), removals};
+        return *object;
+    }
     std::shared_ptr<T> remove(const void* handle, const char* what) {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
         if (it == live_.end()) throw invalid(handle, what);
         std::shared_ptr<T> object = std::move(it->second);
         live_.erase(it);
+        removals_.fetch_add(1, std::memory_order_acq_rel);  // before the object can go
         return object;
     }
 
@@ -71,7 +85,13 @@ private:
             handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
                    : std::string(what) + " handle is NULL");
     }
+    struct Memo {
+        const void* handle = nullptr;
+        T* object = nullptr;
+        uint64_t removals = 0;
+    };
     std::mutex mu_;
+    std::atomic<uint64_t> removals_{0};
     std::unordered_map<uintptr_t, std::shared_ptr<T>> live_;
     uintptr_t next_ = 1;
 };

@@ -13,31 +13,55 @@ namespace ccl::capi {
 
 namespace {
 
+// The checks below run on every call: their messages are built out of line (cold), so that the
+// checks themselves inline to a compare or two.
+#define CCL_COLD [[noreturn, gnu::cold, gnu::noinline]]
+
+CCL_COLD void bad_dtype(ccl_datatype_t dtype) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                "datatype " + std::to_string(int(dtype)) + " is not a ccl_datatype_t");
+}
+
+CCL_COLD void bad_op(ccl_reduction_t op) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                "reduction " + std::to_string(int(op)) + " is not a ccl_reduction_t");
+}
+
+CCL_COLD void bad_count(size_t count, ccl_datatype_t dtype) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
+                                                dtype_name(dtype) + " overflows the address space");
+}
+
+CCL_COLD void bad_buffer(const char* name) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+}
+
+CCL_COLD void bad_attr_size(const ccl_coll_attr_t* attr) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, "attr->size is " + std::to_string(attr->size) +
+                                                ": initialize attributes with CCL_COLL_ATTR_INIT");
+}
+
 void check_dtype(ccl_datatype_t dtype) {
-    if (!dtype_valid(dtype))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "datatype " + std::to_string(int(dtype)) + " is not a ccl_datatype_t");
+    if (!dtype_valid(dtype)) [[unlikely]]
+        bad_dtype(dtype);
 }
 
 void check_op(ccl_reduction_t op) {
-    if (!op_valid(op))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "reduction " + std::to_string(int(op)) + " is not a ccl_reduction_t");
+    if (!op_valid(op)) [[unlikely]]
+        bad_op(op);
 }
 
 // The byte size of `count` elements, refusing sizes no buffer can have.
 size_t byte_size(size_t count, ccl_datatype_t dtype) {
     size_t esize = dtype_size(dtype);
-    if (count > size_t(PTRDIFF_MAX) / esize)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
-                                                    dtype_name(dtype) +
-                                                    " overflows the address space");
+    if (count > size_t(PTRDIFF_MAX) / esize) [[unlikely]]
+        bad_count(count, dtype);
     return count * esize;
 }
 
 void check_buffer(const void* p, size_t bytes, const char* name) {
-    if (!p && bytes > 0)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+    if (!p && bytes > 0) [[unlikely]]
+        bad_buffer(name);
 }
 
 // Buffers that overlap (other than in a collective's in-place form, which callers let through)
@@ -100,10 +124,8 @@ const char* block_of(const void* buf, size_t bytes, int block) {
 
 void check_attr(const ccl_coll_attr_t* attr) {
     // Older or newer callers pass their own struct size; it must at least hold the first fields.
-    if (attr && attr->size < offsetof(ccl_coll_attr_t, priority) + sizeof(int))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "attr->size is " + std::to_string(attr->size) +
-                        ": initialize attributes with CCL_COLL_ATTR_INIT");
+    if (attr && attr->size < offsetof(ccl_coll_attr_t, priority) + sizeof(int)) [[unlikely]]
+        bad_attr_size(attr);
 }
 
 CallOptions options(const ccl_coll_attr_t* attr) {
@@ -132,33 +154,45 @@ void xpu_checks(const Communicator& comm, const CollSignature& sig, const Buffer
                     "ccl_group_end yet");
 }
 
+void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedule,
+              const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req);
+
 // Runs, queues or records (in a group) a checked call, as its attributes and `req` ask.
-void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig, Buffers bufs,
-            const ccl_coll_attr_t* attr, ccl_request_t* req) {
+void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const ccl_coll_attr_t* attr,
+            ccl_request_t* req) {
     CallOptions opts = options(attr);
     // XPU (src/core/device_coll.h): device buffers and streams. Off: one predictable branch.
     std::shared_ptr<ze::Stream> stream = stream_of(attr);
     if (ze::active() || stream) [[unlikely]]
-        xpu_checks(*comm, sig, bufs, stream.get(), attr, req);
+        xpu_checks(comm, sig, bufs, stream.get(), attr, req);
     if (group_active()) {
         std::shared_ptr<Request> r = req ? std::make_shared<Request>() : nullptr;
-        group_add(comm, sig, bufs, opts, r);
+        group_add(comm.shared_from_this(), sig, bufs, opts, r);
         if (req) *req = request_table().add<ccl_request_t>(std::move(r));
         return;
     }
-    auto schedule = comm->schedule_for(sig, opts);
-    if (ze::active() || stream) [[unlikely]]
-        if (auto staged = ze::device_schedule(*comm, schedule, bufs, stream.get()))
-            schedule = std::move(staged);
+    if (ze::active() || stream) [[unlikely]] {
+        // A copy: planning the device part may replace the host plan among the recent ones.
+        std::shared_ptr<const Schedule> host = comm.schedule_for(sig, opts);
+        auto staged = ze::device_schedule(comm, host, bufs, stream.get());
+        dispatch(comm, staged ? staged : host, bufs, attr, req);
+        return;
+    }
+    dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
+}
+
+// Runs or queues a planned call, as `attr` and `req` ask.
+void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedule,
+              const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     if (!req) {
-        comm->run(std::move(schedule), bufs);
+        comm.run(schedule, bufs);
         return;
     }
     auto r = std::make_shared<Request>();
     if (attr && attr->synchronous) {
         // Complete now; the request carries the result like any other.
         try {
-            comm->run(std::move(schedule), bufs);
+            comm.run(schedule, bufs);
             r->complete(CCL_SUCCESS);
         } catch (const Error& e) {
             r->complete(e.code(), e.what());
@@ -167,7 +201,7 @@ void submit(const std::shared_ptr<Communicator>& comm, const CollSignature& sig,
         r->rethrow();
         return;
     }
-    comm->start(std::move(schedule), bufs, {r});
+    comm.start(schedule, bufs, {r});
     *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
@@ -184,7 +218,7 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
                            ccl_reduction_t op, ccl_comm_t comm, const ccl_coll_attr_t* attr,
                            ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_op(op);
         size_t bytes = byte_size(count, dtype);
@@ -199,10 +233,10 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
 ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int root, ccl_comm_t comm,
                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype), "buf");
-        check_root(root, *c);
+        check_root(root, c);
         check_attr(attr);
         submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr, req);
     });
@@ -210,7 +244,7 @@ ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int ro
 
 ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         submit(c, CollSignature{}, {}, nullptr, req);
     });
 }
@@ -219,13 +253,13 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
                         ccl_reduction_t op, int root, ccl_comm_t comm, const ccl_coll_attr_t* attr,
                         ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_op(op);
-        check_root(root, *c);
+        check_root(root, c);
         size_t bytes = byte_size(count, dtype);
         check_buffer(send, bytes, "send");
-        if (c->rank() == root) {
+        if (c.rank() == root) {
             check_buffer(recv, bytes, "recv");
             if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         }
@@ -237,13 +271,13 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
 ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_datatype_t dtype,
                            ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         size_t bytes = byte_size(sendcount, dtype);
-        size_t total = times_ranks(bytes, *c, "sendcount");
+        size_t total = times_ranks(bytes, c, "sendcount");
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
-        if (send != block_of(recv, bytes, c->rank()))
+        if (send != block_of(recv, bytes, c.rank()))
             check_overlap(send, bytes, recv, total, "send == recv + rank * sendcount");
         check_attr(attr);
         submit(c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
@@ -254,17 +288,17 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
                             const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         size_t total = 0;
-        std::vector<size_t> counts = check_counts(recvcounts, *c, dtype, "recvcounts", &total);
-        if (sendcount != counts[size_t(c->rank())])
+        std::vector<size_t> counts = check_counts(recvcounts, c, dtype, "recvcounts", &total);
+        if (sendcount != counts[size_t(c.rank())])
             throw Error(CCL_ERROR_INVALID_ARGUMENT, "sendcount is " + std::to_string(sendcount) +
                                                         " but recvcounts[" +
-                                                        std::to_string(c->rank()) + "] is " +
-                                                        std::to_string(counts[size_t(c->rank())]));
+                                                        std::to_string(c.rank()) + "] is " +
+                                                        std::to_string(counts[size_t(c.rank())]));
         size_t bytes = byte_size(sendcount, dtype), offset = 0;
-        for (int r = 0; r < c->rank(); ++r) offset += counts[size_t(r)] * dtype_size(dtype);
+        for (int r = 0; r < c.rank(); ++r) offset += counts[size_t(r)] * dtype_size(dtype);
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
         if (send != block_of(recv, offset, 1))
@@ -280,14 +314,14 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
                                 ccl_datatype_t dtype, ccl_reduction_t op, ccl_comm_t comm,
                                 const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_op(op);
         size_t bytes = byte_size(recvcount, dtype);
-        size_t total = times_ranks(bytes, *c, "recvcount");
+        size_t total = times_ranks(bytes, c, "recvcount");
         check_buffer(send, total, "send");
         check_buffer(recv, bytes, "recv");
-        if (recv != block_of(send, bytes, c->rank()))
+        if (recv != block_of(send, bytes, c.rank()))
             check_overlap(send, total, recv, bytes, "recv == send + rank * recvcount");
         check_attr(attr);
         submit(c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr, req);
@@ -297,10 +331,10 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
 ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
                           ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         size_t bytes = byte_size(count, dtype);
-        size_t total = times_ranks(bytes, *c, "count");
+        size_t total = times_ranks(bytes, c, "count");
         check_buffer(send, total, "send");
         check_buffer(recv, total, "recv");
         if (send != recv) check_overlap(send, total, recv, total, "send == recv");
@@ -313,12 +347,11 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                            const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         size_t send_total = 0, recv_total = 0;
-        std::vector<size_t> counts = check_counts(sendcounts, *c, dtype, "sendcounts", &send_total);
-        std::vector<size_t> rcounts =
-            check_counts(recvcounts, *c, dtype, "recvcounts", &recv_total);
+        std::vector<size_t> counts = check_counts(sendcounts, c, dtype, "sendcounts", &send_total);
+        std::vector<size_t> rcounts = check_counts(recvcounts, c, dtype, "recvcounts", &recv_total);
         check_buffer(send, send_total, "send");
         check_buffer(recv, recv_total, "recv");
         if (send == recv && send_total > 0 && recv_total > 0)
@@ -335,10 +368,10 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
 ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
                       ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype), "buf");
-        check_peer(peer, *c);
+        check_peer(peer, c);
         submit(c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr, req);
     });
 }
@@ -346,10 +379,10 @@ ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int p
 ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, ccl_comm_t comm,
                       ccl_request_t* req) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype), "buf");
-        check_peer(peer, *c);
+        check_peer(peer, c);
         submit(c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr, req);
     });
 }

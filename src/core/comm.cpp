@@ -341,7 +341,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     }
 }
 
-void Communicator::check_broken(bool peers) {
+void Communicator::check_broken_slow(bool peers) {
     if (!is_broken_.load(std::memory_order_acquire)) {
         if (!peers) return;
         // A peer that failed (or aborted) said so in shared memory: fail now rather than at the
@@ -357,14 +357,19 @@ void Communicator::check_broken(bool peers) {
                 std::string("communicator is broken by an earlier failure: ") + broken_->what());
 }
 
-std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& sig,
-                                                           const CallOptions& opts) {
+const std::shared_ptr<const Schedule>& Communicator::schedule_for(const CollSignature& sig,
+                                                                  const CallOptions& opts) {
     check_broken(false);  // run() or start() looks at the peers
     if (opts.to_cache) {
-        if (auto cached = schedule_cache().find(opts.match_id, id_, sig)) return cached;
+        last_cached_ = schedule_cache().find(opts.match_id, id_, sig);
+        if (last_cached_) return last_cached_;
     } else {
-        for (const auto& r : recent_)
-            if (r && r->sig == sig) return r;
+        if (const auto& r = recent_[last_recent_]; r && r->sig == sig) return r;
+        for (size_t i = 0; i < recent_.size(); ++i)
+            if (recent_[i] && recent_[i]->sig == sig) {
+                last_recent_ = i;
+                return recent_[i];
+            }
     }
     auto schedule = std::make_shared<const Schedule>(plan(*this, sig));
     // Report each algorithm once (step names are literals: their addresses identify them).
@@ -372,11 +377,14 @@ std::shared_ptr<const Schedule> Communicator::schedule_for(const CollSignature& 
     if (logged_.insert(first).second)
         log().info("rank {}/{}: {} uses {}", rank_, size_, coll_name(sig.coll),
                    schedule->algorithm());
-    if (opts.to_cache)
+    if (opts.to_cache) {
         schedule_cache().insert(opts.match_id, id_, schedule);
-    else
-        recent_[next_recent_++ % recent_.size()] = schedule;
-    return schedule;
+        last_cached_ = std::move(schedule);
+        return last_cached_;
+    }
+    last_recent_ = next_recent_++ % recent_.size();
+    recent_[last_recent_] = std::move(schedule);
+    return recent_[last_recent_];
 }
 
 void Communicator::note_failure(const Error& e) {
@@ -440,7 +448,7 @@ void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
     run(schedule_for(sig, {}), bufs);
 }
 
-void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& bufs) {
+void Communicator::run(const std::shared_ptr<const Schedule>& schedule, const Buffers& bufs) {
     check_broken();
     // Only this communicator's (single) user thread adds work, so when nothing is pending no
     // worker touches the arena and the call may run right here.
@@ -449,7 +457,7 @@ void Communicator::run(std::shared_ptr<const Schedule> schedule, const Buffers& 
         return;
     }
     auto req = std::make_shared<Request>();
-    start(std::move(schedule), bufs, {req});
+    start(schedule, bufs, {req});
     req->wait();
     req->rethrow();
 }

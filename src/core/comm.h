@@ -91,12 +91,14 @@ public:
 
     // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
-    std::shared_ptr<const Schedule> schedule_for(const CollSignature& sig, const CallOptions& opts);
+    // The reference stays valid until this thread's next schedule_for (copy it to keep it).
+    const std::shared_ptr<const Schedule>& schedule_for(const CollSignature& sig,
+                                                        const CallOptions& opts);
 
     // Runs a schedule and returns when it is done: on this thread when none of this
     // communicator's work is queued, else behind the queued work. Sends never queue: they wait
     // for nobody (but a free descriptor) and touch only their own mailbox state.
-    void run(std::shared_ptr<const Schedule> schedule, const Buffers& bufs);
+    void run(const std::shared_ptr<const Schedule>& schedule, const Buffers& bufs);
     // Plans and runs a blocking call made from inside ccl.
     void run(const CollSignature& sig, const Buffers& bufs);
     // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
@@ -109,7 +111,12 @@ public:
     // Throws if an earlier failure broke the communicator. With `peers`, also if another rank
     // reported a failure in shared memory (blocking calls and sends: a nonblocking call finds it
     // at its first step and reports it through its request, as nonblocking calls do).
-    void check_broken(bool peers = true);
+    void check_broken(bool peers = true) {
+        if (!is_broken_.load(std::memory_order_acquire) && !(peers && arena_->any_failure()))
+            [[likely]]
+            return;
+        check_broken_slow(peers);
+    }
 
     // ccl_comm_abort, from any thread: breaks the communicator with CCL_ERROR_ABORTED, makes
     // every pending wait of this rank fail with it (its peers' with CCL_ERROR_PEER_FAILURE) and
@@ -121,6 +128,7 @@ public:
     ccl_result_t async_error(std::string* message);
 
 private:
+    void check_broken_slow(bool peers);
     void execute_now(const Schedule& schedule, const Buffers& bufs);
     void note_failure(const Error& e);  // marks the communicator broken if the arena failed
     bool probe_single_copy();           // collective, at creation
@@ -142,6 +150,8 @@ private:
     // calls (send and recv, allreduce and broadcast) plan each once.
     std::array<std::shared_ptr<const Schedule>, 8> recent_;
     size_t next_recent_ = 0;
+    size_t last_recent_ = 0;                       // the one found last: looked at first
+    std::shared_ptr<const Schedule> last_cached_;  // the match_id cache's last answer
     std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
 
     void unpark();  // hands a parked receive to the worker

@@ -17,12 +17,10 @@ struct Recorded {
     bool blocking;
 };
 
-struct GroupState {
-    int depth = 0;
-    std::vector<Recorded> calls;
-};
-
-thread_local GroupState group;
+// The depth apart from the calls: a trivially destructible thread-local costs no per-access
+// initialization check, and group_active() is on the path of every call.
+thread_local int group_depth = 0;
+thread_local std::vector<Recorded> group_calls;
 
 // Issues calls[begin, end) as one unit: one fused step when there are several, else the call's own
 // schedule. A call that cannot be issued (a broken communicator, a match_id cached for another
@@ -63,23 +61,23 @@ size_t fusable_run(const std::vector<Recorded>& calls, size_t begin) {
 
 }  // namespace
 
-void group_start() { ++group.depth; }
+void group_start() { ++group_depth; }
 
-bool group_active() { return group.depth > 0; }
+bool group_active() { return group_depth > 0; }
 
 void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, const Buffers& bufs,
                const CallOptions& opts, std::shared_ptr<Request> req) {
     bool blocking = !req;
     if (blocking) req = std::make_shared<Request>();
-    group.calls.push_back({std::move(comm), {sig, bufs}, opts, std::move(req), blocking});
+    group_calls.push_back({std::move(comm), {sig, bufs}, opts, std::move(req), blocking});
 }
 
 void group_end() {
-    if (group.depth == 0)
+    if (group_depth == 0)
         throw Error(CCL_ERROR_INVALID_USAGE, "ccl_group_end without a matching ccl_group_start");
-    if (--group.depth > 0) return;
-    std::vector<Recorded> calls = std::move(group.calls);
-    group.calls.clear();
+    if (--group_depth > 0) return;
+    std::vector<Recorded> calls = std::move(group_calls);
+    group_calls.clear();
     // Everything goes to the workers, so that calls on different communicators progress together
     // (as NCCL's groups let them); each communicator's calls stay in order.
     for (size_t i = 0; i < calls.size();) {

@@ -8,9 +8,30 @@
 
 namespace ccl {
 
-bool dtype_valid(ccl_datatype_t dtype);
-bool op_valid(ccl_reduction_t op);
-size_t dtype_size(ccl_datatype_t dtype);  // 0 when invalid
+// Inline: every call checks its datatype and reduction and sizes its buffers.
+inline bool dtype_valid(ccl_datatype_t dtype) {
+    return static_cast<int>(dtype) >= CCL_INT8 && static_cast<int>(dtype) <= CCL_FLOAT64;
+}
+inline bool op_valid(ccl_reduction_t op) {
+    return static_cast<int>(op) >= CCL_SUM && static_cast<int>(op) <= CCL_AVG;
+}
+inline size_t dtype_size(ccl_datatype_t dtype) {  // 0 when invalid
+    switch (dtype) {
+        case CCL_INT8:
+        case CCL_UINT8: return 1;
+        case CCL_INT16:
+        case CCL_UINT16:
+        case CCL_FLOAT16:
+        case CCL_BFLOAT16: return 2;
+        case CCL_INT32:
+        case CCL_UINT32:
+        case CCL_FLOAT32: return 4;
+        case CCL_INT64:
+        case CCL_UINT64:
+        case CCL_FLOAT64: return 8;
+    }
+    return 0;
+}
 const char* dtype_name(ccl_datatype_t dtype);
 const char* op_name(ccl_reduction_t op);
 

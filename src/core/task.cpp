@@ -11,20 +11,28 @@ namespace {
 // the freeing thread's cache.
 constexpr size_t kClassBytes = 256, kClasses = 16, kPerClass = 4;
 
+// Trivially destructible and constant-initialized, so that reaching it costs no per-access
+// initialization check; a separate thread-local, touched once per thread, frees it at exit.
 struct FrameCache {
-    void* slots[kClasses][kPerClass] = {};
-    int count[kClasses] = {};
-    ~FrameCache();
+    void* slots[kClasses][kPerClass];
+    int count[kClasses];
 };
 
-thread_local FrameCache cache;
-thread_local bool cache_gone = false;  // trivially destructible: readable after ~FrameCache
+enum class CacheState : unsigned char { unused, live, gone };
 
-FrameCache::~FrameCache() {
-    cache_gone = true;
-    for (size_t c = 0; c < kClasses; ++c)
-        for (int i = 0; i < count[c]; ++i) ::operator delete(slots[c][i]);
-}
+thread_local FrameCache cache{};
+thread_local CacheState cache_state = CacheState::unused;
+
+struct CacheCleanup {
+    ~CacheCleanup() {
+        cache_state = CacheState::gone;  // frames freed after this go straight to the heap
+        for (size_t c = 0; c < kClasses; ++c)
+            for (int i = 0; i < cache.count[c]; ++i) ::operator delete(cache.slots[c][i]);
+    }
+    bool armed = false;
+    void arm() { armed = true; }
+};
+thread_local CacheCleanup cleanup;
 
 // Sanitizers check frames best when every frame is its own allocation.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -37,15 +45,20 @@ constexpr bool kCache = true;
 
 void* frame_alloc(size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
-    if (!kCache || c == 0 || c > kClasses || cache_gone) return ::operator new(bytes);
-    int& n = cache.count[c - 1];
-    if (n > 0) return cache.slots[c - 1][--n];
-    return ::operator new(c* kClassBytes);
+    if (kCache && c > 0 && c <= kClasses && cache_state == CacheState::live) {
+        int& n = cache.count[c - 1];
+        if (n > 0) return cache.slots[c - 1][--n];
+    }
+    return ::operator new(kCache&& c > 0 && c <= kClasses ? c * kClassBytes : bytes);
 }
 
 void frame_free(void* p, size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
-    if (kCache && c > 0 && c <= kClasses && !cache_gone) {
+    if (kCache && c > 0 && c <= kClasses && cache_state != CacheState::gone) {
+        if (cache_state == CacheState::unused) {
+            cleanup.arm();  // constructs it, so that it runs at this thread's exit
+            cache_state = CacheState::live;
+        }
         int& n = cache.count[c - 1];
         if (n < int(kPerClass)) {
             cache.slots[c - 1][n++] = p;

@@ -93,6 +93,8 @@ public:
     bool aborted() const { return aborted_.load(std::memory_order_acquire); }
     // A failure another rank reported through the shared header (CCL_SUCCESS if none), with a
     // description: what ccl_comm_get_async_error sees of the peers.
+    // Whether any rank (this one included) marked the arena failed: one load.
+    bool any_failure() const { return failed_word_->load(std::memory_order_acquire) != 0; }
     ccl_result_t peer_failure(std::string* message) const {
         // One load on the path of every call; the rest only once something failed.
         if (failed_word_->load(std::memory_order_acquire) == 0) return CCL_SUCCESS;

@@ -263,7 +263,7 @@ void Fabric::abandon() noexcept {
         "the process exits",
         rank_);
     static std::mutex mu;
-    static auto* kept = new std::vector<std::shared_ptr<void>>();
+    static auto* kept = new std::vector<std::shared_ptr<void>>();  // never freed, on purpose
     std::lock_guard<std::mutex> lock(mu);
     std::lock_guard<std::mutex> lock2(mu_);
     for (auto& [ctx, op] : pending_) kept->push_back(op);
@@ -271,10 +271,8 @@ void Fabric::abandon() noexcept {
         notice_op_->copy.swap(notice_buf_);  // the buffer's memory moves with it
         kept->push_back(notice_op_);
     }
-    for (void* f : {static_cast<void*>(ep_), static_cast<void*>(av_), static_cast<void*>(cq_),
-                    static_cast<void*>(domain_), static_cast<void*>(fabric_)})
-        kept->push_back(std::shared_ptr<void>(f, [](void*) {}));
     pending_.clear();
+    // The libfabric objects are left open: forgetting them is what keeps them.
     ep_ = nullptr;
     av_ = nullptr;
     cq_ = nullptr;

@@ -49,7 +49,8 @@ void* frame_alloc(size_t bytes) {
         int& n = cache.count[c - 1];
         if (n > 0) return cache.slots[c - 1][--n];
     }
-    return ::operator new(kCache&& c > 0 && c <= kClasses ? c * kClassBytes : bytes);
+    const bool sized = kCache && c > 0 && c <= kClasses;  // may join a cache when freed
+    return ::operator new(sized ? c* kClassBytes : bytes);
 }
 
 void frame_free(void* p, size_t bytes) {

@@ -124,8 +124,10 @@ struct Alloc {
 std::mutex g_mu;
 std::map<uintptr_t, Alloc> g_allocs;  // by user base address
 std::atomic<uint64_t> g_next_id{1};
-// The last freed device range per size: a new allocation of that size reuses its address, so
-// tests can free and reallocate "at the same address" like a caching allocator does.
+// The last freed device range per size, kept reserved (inaccessible): a new allocation of that
+// size reuses its address, so tests can free and reallocate "at the same address" like a caching
+// allocator does, whatever the process maps meanwhile (AddressSanitizer's allocator took a freed
+// range now and then while it was unmapped).
 std::map<size_t, void*> g_freed;
 
 // Handles handed to the loader are raw pointers by ABI; these registries own the objects.
@@ -337,10 +339,10 @@ ze_result_t alloc_plain(Kind kind, size_t size, void** out) {
     return ZE_RESULT_SUCCESS;
 }
 
-// Maps shared-memory object `fd` twice: PROT_NONE for the user (at `hint` if free), read/write
-// for the driver.
+// Maps shared-memory object `fd` twice: PROT_NONE for the user (over the reserved range `hint`
+// if any), read/write for the driver.
 bool map_twice(int fd, size_t size, void* hint, char** user, char** priv) {
-    void* u = ::mmap(hint, size, PROT_NONE, MAP_SHARED, fd, 0);
+    void* u = ::mmap(hint, size, PROT_NONE, MAP_SHARED | (hint ? MAP_FIXED : 0), fd, 0);
     if (u == MAP_FAILED) return false;
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -398,11 +400,21 @@ ze_result_t MemFree(ze_context_handle_t, void* p) {
     if (it == g_allocs.end() || it->second.kind == Kind::imported)
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     Alloc& a = it->second;
-    ::munmap(a.user, a.size);
     if (a.priv) {
         ::munmap(a.priv, a.size);
         ::shm_unlink(a.name.c_str());
-        g_freed[a.size] = a.user;
+        // The user's range becomes a reservation that nothing else can take (see g_freed).
+        void* r = ::mmap(a.user, a.size, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+        if (r == MAP_FAILED) {
+            ::munmap(a.user, a.size);
+        } else {
+            if (auto old = g_freed.find(a.size); old != g_freed.end())
+                ::munmap(old->second, a.size);
+            g_freed[a.size] = a.user;
+        }
+    } else {
+        ::munmap(a.user, a.size);
     }
     g_allocs.erase(it);
     return ZE_RESULT_SUCCESS;

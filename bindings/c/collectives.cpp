@@ -154,8 +154,29 @@ void xpu_checks(const Communicator& comm, const CollSignature& sig, const Buffer
                     "ccl_group_end yet");
 }
 
+// Runs or queues a planned call, as `attr` and `req` ask.
 void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedule,
-              const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req);
+              const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    if (!req) {
+        comm.run(schedule, bufs);
+        return;
+    }
+    auto r = std::make_shared<Request>();
+    if (attr && attr->synchronous) {
+        // Complete now; the request carries the result like any other.
+        try {
+            comm.run(schedule, bufs);
+            r->complete(CCL_SUCCESS);
+        } catch (const Error& e) {
+            r->complete(e.code(), e.what());
+        }
+        *req = request_table().add<ccl_request_t>(r);
+        r->rethrow();
+        return;
+    }
+    comm.start(schedule, bufs, {r});
+    *req = request_table().add<ccl_request_t>(std::move(r));
+}
 
 // Runs, queues or records (in a group) a checked call, as its attributes and `req` ask.
 void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const ccl_coll_attr_t* attr,
@@ -179,30 +200,6 @@ void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const cc
         return;
     }
     dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
-}
-
-// Runs or queues a planned call, as `attr` and `req` ask.
-void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedule,
-              const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
-    if (!req) {
-        comm.run(schedule, bufs);
-        return;
-    }
-    auto r = std::make_shared<Request>();
-    if (attr && attr->synchronous) {
-        // Complete now; the request carries the result like any other.
-        try {
-            comm.run(schedule, bufs);
-            r->complete(CCL_SUCCESS);
-        } catch (const Error& e) {
-            r->complete(e.code(), e.what());
-        }
-        *req = request_table().add<ccl_request_t>(r);
-        r->rethrow();
-        return;
-    }
-    comm.start(schedule, bufs, {r});
-    *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
 }  // namespace

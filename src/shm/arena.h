@@ -97,7 +97,7 @@ public:
     bool any_failure() const { return failed_word_->load(std::memory_order_acquire) != 0; }
     ccl_result_t peer_failure(std::string* message) const {
         // One load on the path of every call; the rest only once something failed.
-        if (failed_word_->load(std::memory_order_acquire) == 0) return CCL_SUCCESS;
+        if (!any_failure()) return CCL_SUCCESS;
         return failure_in_header(message);
     }
 
@@ -136,7 +136,7 @@ private:
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
     static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed() {  // throws if another rank marked the arena failed
-        if (failed_word_->load(std::memory_order_acquire) != 0) fail_if_peer_failed();
+        if (any_failure()) fail_if_peer_failed();
     }
     void fail_if_peer_failed();
     ccl_result_t failure_in_header(std::string* message) const;

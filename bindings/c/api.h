@@ -7,7 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "ccl/ccl.h"
 #include "core/error.h"
@@ -38,23 +38,32 @@ ccl_result_t guarded(const char* fn, F&& body) noexcept {
     }
 }
 
-// Live objects behind opaque handles. A handle is a never-reused number (with a type tag in its low
-// bits), not a pointer: NULL, destroyed and wrong-type handles are all detected.
+// Live objects behind opaque handles. A handle is a slot of the table, the slot's generation (how
+// many objects it held before) and a type tag in its low bits, not a pointer: NULL, destroyed and
+// wrong-type handles are all detected (until a slot is reused 2^32 times). Slots are reused, so
+// adding and removing cost no allocation.
 template <class T, uintptr_t Tag>
 class HandleTable {
 public:
     template <class H>
     H add(std::shared_ptr<T> object) {
         std::lock_guard<std::mutex> lock(mu_);
-        uintptr_t id = (next_++ << 4) | Tag;
-        live_.emplace(id, std::move(object));
-        return reinterpret_cast<H>(id);
+        uintptr_t i;
+        if (free_.empty()) {
+            if (slots_.size() >= kMaxSlots)
+                throw Error(CCL_ERROR_OUT_OF_MEMORY, "too many live handles");
+            i = slots_.size();
+            slots_.emplace_back();
+        } else {
+            i = free_.back();
+            free_.pop_back();
+        }
+        slots_[i].object = std::move(object);
+        return reinterpret_cast<H>((slots_[i].gen << kGenShift) | (i << 4) | Tag);
     }
     std::shared_ptr<T> get(const void* handle, const char* what) {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
-        if (it == live_.end()) throw invalid(handle, what);
-        return it->second;
+        return slot(handle, what).object;
     }
     // The object, for a call that the threading rules let use it without holding a reference
     // (only the calling thread may destroy it meanwhile, as for a communicator's calls). A
@@ -70,10 +79,10 @@ public:
     }
     std::shared_ptr<T> remove(const void* handle, const char* what) {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
-        if (it == live_.end()) throw invalid(handle, what);
-        std::shared_ptr<T> object = std::move(it->second);
-        live_.erase(it);
+        Slot& s = slot(handle, what);
+        std::shared_ptr<T> object = std::move(s.object);
+        s.gen = (s.gen + 1) & kGenMask;
+        free_.push_back(size_t(&s - slots_.data()));
         removals_.fetch_add(1, std::memory_order_acq_rel);  // before the object can go
         return object;
     }
@@ -85,6 +94,22 @@ private:
             handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
                    : std::string(what) + " handle is NULL");
     }
+    static constexpr int kGenShift = int(sizeof(uintptr_t)) * 4;  // the high half: generation
+    static constexpr uintptr_t kGenMask = (uintptr_t(1) << kGenShift) - 1;
+    static constexpr uintptr_t kMaxSlots = uintptr_t(1) << (kGenShift - 4);
+    struct Slot {
+        std::shared_ptr<T> object;  // null while free
+        uintptr_t gen = 0;
+    };
+    // The live slot `handle` names (mu_ held).
+    Slot& slot(const void* handle, const char* what) {
+        const auto h = reinterpret_cast<uintptr_t>(handle);
+        const uintptr_t i = (h & kGenMask) >> 4;
+        if ((h & 15) != Tag || i >= slots_.size() || slots_[i].gen != h >> kGenShift ||
+            !slots_[i].object)
+            throw invalid(handle, what);
+        return slots_[i];
+    }
     struct Memo {
         const void* handle = nullptr;
         T* object = nullptr;
@@ -92,8 +117,8 @@ private:
     };
     std::mutex mu_;
     std::atomic<uint64_t> removals_{0};
-    std::unordered_map<uintptr_t, std::shared_ptr<T>> live_;
-    uintptr_t next_ = 1;
+    std::vector<Slot> slots_;
+    std::vector<uintptr_t> free_;  // slots to reuse, the last freed first
 };
 
 // An output pointer argument must not be NULL.

@@ -74,18 +74,19 @@ void check_overlap(const void* send, size_t send_bytes, const void* recv, size_t
                     std::string("send and recv overlap (in place needs ") + in_place + ")");
 }
 
+CCL_COLD void bad_rank(const char* what, int rank, int size) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(what) + " is " + std::to_string(rank) +
+                                                ", must be in [0, " + std::to_string(size) + ")");
+}
+
 void check_root(int root, const Communicator& comm) {
-    if (root < 0 || root >= comm.size())
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "root is " + std::to_string(root) +
-                                                    ", must be in [0, " +
-                                                    std::to_string(comm.size()) + ")");
+    if (root < 0 || root >= comm.size()) [[unlikely]]
+        bad_rank("root", root, comm.size());
 }
 
 void check_peer(int peer, const Communicator& comm) {
-    if (peer < 0 || peer >= comm.size())
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "peer is " + std::to_string(peer) +
-                                                    ", must be in [0, " +
-                                                    std::to_string(comm.size()) + ")");
+    if (peer < 0 || peer >= comm.size()) [[unlikely]]
+        bad_rank("peer", peer, comm.size());
 }
 
 // A per-rank count array, copied; with the byte size of all its blocks together.

@@ -482,19 +482,11 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     // offers its buffer to the sender at once, a collective publishes its input.
     const bool idle = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
     const bool parkable = schedule->sig.coll == CollType::recv;
-    std::vector<std::shared_ptr<Request>> waiting = reqs;
-    // The execution keeps this communicator alive until it has run.
-    auto on_done = [self = shared_from_this(), reqs = std::move(reqs)](ccl_result_t code,
-                                                                       const std::string& msg) {
-        if (code != CCL_SUCCESS) self->note_failure(Error(code, msg));
-        for (const auto& r : reqs) r->complete(code, msg);
-        std::lock_guard<std::mutex> lock(self->mu_);
-        if (self->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) self->idle_.notify_all();
-    };
-    // Only the user thread starts work, so last_started_ needs no lock.
-    auto exec = std::make_shared<Execution>(std::move(schedule), bufs, std::move(on_done),
+    // The execution keeps this communicator alive until it has run. Only the user thread starts
+    // work, so last_started_ needs no lock.
+    auto exec = std::make_shared<Execution>(std::move(schedule), bufs, std::move(reqs),
                                             std::move(last_started_), shared_from_this());
-    for (const auto& r : waiting) r->set_execution(exec);
+    for (const auto& r : exec->requests()) r->set_execution(exec);
     last_started_ = exec;
     if (idle && exec->progress()) return;  // finished already
     if (idle && parkable) {
@@ -507,6 +499,12 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     workers().submit(id_, std::move(exec));
 }
 
+void Communicator::finished(Execution& e, ccl_result_t code, const std::string& message) {
+    if (code != CCL_SUCCESS) note_failure(Error(code, message));
+    for (const auto& r : e.requests()) r->complete(code, message);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
+}
+
 void Communicator::unpark() {
     // Usually it has finished, waited on: then no worker needs waking.
     if (parked_ && !parked_->finished()) workers().submit(id_, std::move(parked_));
@@ -515,9 +513,8 @@ void Communicator::unpark() {
 
 void Communicator::wait_idle() {
     unpark();
-    std::unique_lock<std::mutex> lock(mu_);
     // Queued work finishes or fails within its own deadlines (CCL_TIMEOUT).
-    idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    for (size_t n; (n = pending_.load(std::memory_order_acquire)) != 0;) pending_.wait(n);
 }
 
 }  // namespace ccl

@@ -4,7 +4,6 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/executor.h"
 #include "core/request.h"
 #include "core/schedule.h"
 #include "core/topology.h"
@@ -29,8 +29,6 @@ class Client;
 namespace transport {
 class Fabric;
 }
-class Execution;
-
 // How a call wants to be run, from its attributes.
 struct CallOptions {
     std::string match_id;  // with to_cache: the cache key
@@ -52,7 +50,7 @@ public:
     virtual void barrier() = 0;
 };
 
-class Communicator : public std::enable_shared_from_this<Communicator> {
+class Communicator : public std::enable_shared_from_this<Communicator>, public ExecutionOwner {
 public:
     // Collective: every rank of the communicator calls it (in the same order for every
     // communicator created over one KVS). Sets up the shared memory through the KVS.
@@ -155,14 +153,15 @@ private:
     std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
 
     void unpark();  // hands a parked receive to the worker
+    // An execution this communicator started has finished: its requests complete.
+    void finished(Execution& e, ccl_result_t code, const std::string& message) override;
 
     std::shared_ptr<Execution> last_started_;  // the previous queued execution (user thread only)
     // A posted receive no worker has been given yet (user thread only; see start).
     std::shared_ptr<Execution> parked_;
-    std::atomic<size_t> pending_{0};  // work queued on the worker and not finished
+    std::atomic<size_t> pending_{0};  // work queued and not finished; waited on (futex)
     std::atomic<bool> is_broken_{false};
-    std::mutex mu_;  // guards broken_ and pairs with idle_
-    std::condition_variable idle_;
+    std::mutex mu_;  // guards broken_
     std::optional<Error> broken_;
 };
 

@@ -17,6 +17,7 @@ bool Execution::advance(bool blocking) {
     if (prev_) {
         if (!prev_->finished()) return false;
         prev_.reset();
+        has_prev_.store(false, std::memory_order_release);
     }
     ccl_result_t code = CCL_SUCCESS;
     std::string message;
@@ -41,11 +42,9 @@ bool Execution::advance(bool blocking) {
     }
     task_ = Task();
     finished_.store(true, std::memory_order_release);
-    // Once, outside the try: its own failure is not the step's. Dropped after the call, with what
-    // it holds (the communicator).
-    OnDone done = std::move(on_done_);
-    owner_.reset();
-    done(code, message);
+    // Once, outside the try: its own failure is not the step's. The owner is let go after.
+    std::shared_ptr<ExecutionOwner> owner = std::move(owner_);
+    owner->finished(*this, code, message);
     return true;
 }
 
@@ -66,15 +65,17 @@ void Execution::finish() {
     // Oldest first, so that each runs after its predecessor (no recursion however long the
     // queue).
     std::vector<std::shared_ptr<Execution>> before;
-    for (std::shared_ptr<Execution> p =
-             [&] {
-                 std::lock_guard<std::mutex> lock(mu_);
-                 return prev_;
-             }();
-         p && !p->finished();) {
-        before.push_back(p);
-        std::lock_guard<std::mutex> lock(p->mu_);
-        p = p->prev_;
+    if (has_prev_.load(std::memory_order_acquire)) {
+        std::shared_ptr<Execution> p;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            p = prev_;
+        }
+        while (p && !p->finished()) {
+            before.push_back(p);
+            std::lock_guard<std::mutex> lock(p->mu_);
+            p = p->prev_;
+        }
     }
     for (auto it = before.rbegin(); it != before.rend(); ++it) (*it)->drive();
     drive();
@@ -82,7 +83,7 @@ void Execution::finish() {
 
 void Execution::nap(std::chrono::microseconds max) {
     Waiter::Sleeper sleep;
-    std::shared_ptr<void> keep;  // the memory the sleeper watches
+    std::shared_ptr<ExecutionOwner> keep;  // the memory the sleeper watches
     {
         std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
         if (lock && !driven_.load(std::memory_order_acquire) && !finished() && task_.valid())

@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/schedule.h"
 #include "core/task.h"
@@ -17,24 +17,39 @@ namespace ccl {
 // Runs every step to completion on this thread, blocking in its waits; throws its failure.
 void execute(const Schedule& schedule, const Buffers& bufs);
 
+class Execution;
+class Request;
+
+// Who is told when an execution finishes (the communicator): it completes the execution's
+// requests with the result.
+class ExecutionOwner {
+public:
+    virtual void finished(Execution& e, ccl_result_t code, const std::string& message) = 0;
+
+protected:
+    ~ExecutionOwner() = default;
+};
+
 // One queued run of a schedule. A progress worker advances it; a thread waiting for its result
 // may drive it instead (finish()), so that a nonblocking call waited on at once costs no thread
 // hand-offs. Whoever holds its lock advances it; an execution runs only after the one issued
 // before it on the same communicator (`prev`) has finished.
 class Execution {
 public:
-    using OnDone = std::function<void(ccl_result_t, const std::string&)>;
-    // `owner` (the communicator) is kept alive while a worker naps on this execution's wait.
-    Execution(std::shared_ptr<const Schedule> schedule, const Buffers& bufs, OnDone on_done,
-              std::shared_ptr<Execution> prev, std::shared_ptr<void> owner)
+    // `owner` (the communicator) is told of the end and kept alive until then, also while a
+    // worker naps on this execution's wait.
+    Execution(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
+              std::vector<std::shared_ptr<Request>> reqs, std::shared_ptr<Execution> prev,
+              std::shared_ptr<ExecutionOwner> owner)
         : schedule_(std::move(schedule)),
           bufs_(bufs),
-          on_done_(std::move(on_done)),
-          prev_(std::move(prev)),
-          owner_(std::move(owner)) {}
+          reqs_(std::move(reqs)),
+          prev_(prev && !prev->finished() ? std::move(prev) : nullptr),
+          owner_(std::move(owner)),
+          has_prev_(prev_ != nullptr) {}
 
     // Advances as far as it can without blocking, unless another thread is advancing it.
-    // Returns true once finished (on_done has been called with the result, by whoever finished).
+    // Returns true once finished (the owner has been told, by whoever finished).
     bool progress();
     // Runs to the end on this thread, blocking in its waits, after the unfinished executions
     // issued before it; from then on the worker leaves them alone.
@@ -43,6 +58,8 @@ public:
     // keeping a waiting thread from driving it meanwhile.
     void nap(std::chrono::microseconds max);
     bool finished() const { return finished_.load(std::memory_order_acquire); }
+    // The requests that complete with its result.
+    const std::vector<std::shared_ptr<Request>>& requests() const { return reqs_; }
 
 private:
     bool advance(bool blocking);  // with mu_ held
@@ -51,13 +68,14 @@ private:
     std::mutex mu_;
     std::shared_ptr<const Schedule> schedule_;
     Buffers bufs_;
-    OnDone on_done_;
-    std::shared_ptr<Execution> prev_;  // dropped once finished
-    std::shared_ptr<void> owner_;      // dropped once finished
+    std::vector<std::shared_ptr<Request>> reqs_;
+    std::shared_ptr<Execution> prev_;        // dropped once finished
+    std::shared_ptr<ExecutionOwner> owner_;  // dropped once finished
     size_t step_ = 0;
     Task task_;
     std::atomic<bool> finished_{false};
     std::atomic<bool> driven_{false};  // a waiting thread runs it: the worker keeps off
+    std::atomic<bool> has_prev_;       // prev_ is set (finish() looks without the lock)
 };
 
 }  // namespace ccl

@@ -9,13 +9,10 @@
 namespace ccl {
 
 void Request::complete(ccl_result_t code, std::string message) {
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        code_ = code;
-        message_ = std::move(message);
-        done_.store(true, std::memory_order_release);
-    }
-    cv_.notify_all();
+    code_ = code;
+    message_ = std::move(message);
+    done_.store(true, std::memory_order_release);
+    done_.notify_all();  // no system call when nobody sleeps
 }
 
 void Request::wait() {
@@ -28,8 +25,7 @@ void Request::wait() {
         for (int k = 0; k < 32; ++k) shm::cpu_relax();
         if (i >= 16) sched_yield();
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done(); });
+    done_.wait(false, std::memory_order_acquire);
 }
 
 bool Request::test() {

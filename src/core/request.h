@@ -3,9 +3,7 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "ccl/ccl.h"
@@ -35,9 +33,7 @@ public:
     void rethrow() const;
 
 private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::atomic<bool> done_{false};
+    std::atomic<bool> done_{false};  // set last; sleepers wait on it (futex)
     ccl_result_t code_ = CCL_SUCCESS;
     std::string message_;
     std::weak_ptr<Execution> execution_;

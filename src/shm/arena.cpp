@@ -201,15 +201,15 @@ bool Arena::test_word(Word w, uint32_t target, WaitClock& clock) {
         clock.next_liveness = now + kLivenessPeriod;
         return false;
     }
-    const std::string who = "rank " + std::to_string(w.owner);
     if (now >= clock.deadline)
         fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
-                                    " s (CCL_TIMEOUT) waiting for " + who);
+                                    " s (CCL_TIMEOUT) waiting for rank " + std::to_string(w.owner));
     if (now >= clock.next_liveness) {
         clock.next_liveness = now + kLivenessPeriod;
         int32_t p = pid(w.owner).load(std::memory_order_acquire);
         if (p > 0 && !process_alive(p))
-            fail(CCL_ERROR_PEER_FAILURE, who + " (pid " + std::to_string(p) + ") died");
+            fail(CCL_ERROR_PEER_FAILURE,
+                 "rank " + std::to_string(w.owner) + " (pid " + std::to_string(p) + ") died");
     }
     return false;
 }

@@ -15,29 +15,34 @@ namespace ccl::shm {
 
 namespace {
 
-constexpr size_t kMinData = 1u << 20;        // the first data segment of a pair
-constexpr size_t kMinPiece = 256u << 10;     // messages up to this go in one piece
-constexpr uint64_t kWritten = ~uint64_t(0);  // a descriptor's offset: written into the receive
+constexpr size_t kMinData = 1u << 20;           // the first data segment of a pair
+constexpr size_t kMinPiece = 256u << 10;        // messages up to this go in one piece
+constexpr uint64_t kWritten = ~uint64_t(0);     // a descriptor's offset: written into the receive
+constexpr uint64_t kInline = ~uint64_t(0) - 1;  // a descriptor's offset: the data is in it
 
 bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 size_t page_round(size_t n) { return (n + 4095) / 4096 * 4096; }
 
 }  // namespace
 
-struct Mailbox::Desc {
-    uint64_t offset;    // of the piece in data segment `gen`
+struct alignas(64) Mailbox::Desc {
+    // Piece i goes in descriptor i % kSlots and is posted when its seq becomes i + 1 (written
+    // last; the receiver waits on it).
+    std::atomic<uint32_t> seq;
+    uint32_t sig;
+    uint32_t gen;
+    uint32_t unused;
+    uint64_t offset;    // of the piece in data segment `gen` (or kInline, kWritten)
     uint64_t bytes;     // of the piece
     uint64_t total;     // of the whole message
     uint64_t capacity;  // of data segment `gen`
-    uint32_t gen;
-    uint32_t sig;
+    char data[Mailbox::kInlineBytes];
 };
 
 struct alignas(64) Mailbox::Channel {
-    std::atomic<uint32_t> head;  // pieces posted, advanced by the sender
-    std::atomic<uint32_t> head_waiters;
+    std::atomic<uint32_t> head_waiters;    // receivers asleep on a descriptor's seq
     std::atomic<uint32_t> awaiting_offer;  // the sender waits for its receive's offer (see send)
-    char pad0[52];
+    char pad0[56];
     std::atomic<uint32_t> tail;  // pieces consumed, advanced by the receiver
     std::atomic<uint32_t> tail_waiters;
     // A receive waiting for message `posted_index` (set last) into the receiver's memory, where
@@ -51,6 +56,7 @@ struct alignas(64) Mailbox::Channel {
 };
 
 size_t Mailbox::bytes_needed(int nranks) {
+    static_assert(sizeof(Desc) == 128, "a descriptor is two cache lines");
     return page_round(sizeof(Channel) * size_t(nranks) * size_t(nranks));
 }
 
@@ -78,12 +84,13 @@ Mailbox::~Mailbox() {
         }
         // Incoming: remove the names of sent messages this rank never received.
         Channel& in = channel(peer, me);
-        uint32_t head = in.head.load(std::memory_order_acquire);
         uint32_t last_gen = in_[size_t(peer)].gen;
-        for (uint32_t t = in.tail.load(std::memory_order_relaxed); before(t, head); ++t) {
+        for (uint32_t t = in.tail.load(std::memory_order_relaxed);
+             in.ring[t % kSlots].seq.load(std::memory_order_acquire) == t + 1; ++t) {
             const Desc& d = in.ring[t % kSlots];
             last_gen = std::max(last_gen, d.gen);
-            if (d.bytes > 0 && d.offset != kWritten) Segment::remove(data_name(peer, me, d.gen));
+            if (d.bytes > 0 && d.offset != kWritten && d.offset != kInline)
+                Segment::remove(data_name(peer, me, d.gen));
         }
         // A peer killed between creating a data segment and posting into it left a name that
         // only this rank can know: the generation after the last it posted.
@@ -99,7 +106,8 @@ void Mailbox::wake_all() noexcept {
     for (int from = 0; from < n; ++from)
         for (int to = 0; to < n; ++to) {
             Channel& ch = channel(from, to);
-            futex_wake_all(&ch.head);
+            if (ch.head_waiters.load(std::memory_order_seq_cst) != 0)
+                for (Desc& d : ch.ring) futex_wake_all(&d.seq);
             futex_wake_all(&ch.tail);
         }
 }
@@ -151,59 +159,77 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
     const int me = arena_.rank();
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
-    uint32_t head = ch.head.load(std::memory_order_relaxed);  // only this rank advances it
-    // The receive of this very message is posted: copy once, straight into it. The receiver has
-    // consumed everything before it, so a descriptor is free.
-    auto offered = [&] {
-        return ch.posted_index.load(std::memory_order_acquire) == head &&
-               ch.posted_bytes.load(std::memory_order_relaxed) == bytes &&
-               ch.posted_sig.load(std::memory_order_relaxed) == sig;
-    };
-    bool direct = single_copy && bytes >= kCmaMinBytes && offered();
-    if (single_copy && bytes >= kCmaMinBytes && !direct) {
-        // Its receive is likely moments away (rings, exchanges), also when the receiver has not
-        // yet taken the previous message (it offers this one's buffer right after), or is not
-        // running (more ranks than cores): worth a wait of about what the extra copy would cost
-        // (at 4 GB/s, at most 20 ms), yielding the core meanwhile. Not waiting makes the sender
-        // run a message ahead, and then every later message finds no offer and is copied twice.
-        // A peer that waits in turn for this rank's receive (both sending first) will not offer:
-        // then the wait would only delay both.
-        const Channel& back = channel(peer, me);
-        ch.awaiting_offer.store(1, std::memory_order_relaxed);
-        auto until = std::chrono::steady_clock::now() +
-                     std::chrono::nanoseconds(std::min<size_t>(bytes / 4, 20000000));
-        while (!(direct = offered()) && std::chrono::steady_clock::now() < until &&
-               back.awaiting_offer.load(std::memory_order_relaxed) == 0)
-            sched_yield();
-        ch.awaiting_offer.store(0, std::memory_order_relaxed);
+    // How the message goes: in its descriptor, straight into the posted receive (single copy), or
+    // through the data segment (at `at`, in pieces).
+    uint64_t offset = kInline;
+    size_t piece = bytes;
+    uint32_t pieces = 1;
+    if (bytes > kInlineBytes) {
+        // The receive of this very message is posted: copy once, straight into it. The receiver
+        // has consumed everything before it, so a descriptor is free.
+        auto offered = [&] {
+            return ch.posted_index.load(std::memory_order_acquire) == out.head &&
+                   ch.posted_bytes.load(std::memory_order_relaxed) == bytes &&
+                   ch.posted_sig.load(std::memory_order_relaxed) == sig;
+        };
+        bool direct = single_copy && bytes >= kCmaMinBytes && offered();
+        if (single_copy && bytes >= kCmaMinBytes && !direct) {
+            // Its receive is likely moments away (rings, exchanges), also when the receiver has
+            // not yet taken the previous message (it offers this one's buffer right after), or is
+            // not running (more ranks than cores): worth a wait of about what the extra copy would
+            // cost (at 4 GB/s, at most 20 ms), yielding the core meanwhile. Not waiting makes the
+            // sender run a message ahead, and then every later message finds no offer and is
+            // copied twice. A peer that waits in turn for this rank's receive (both sending
+            // first) will not offer: then the wait would only delay both.
+            const Channel& back = channel(peer, me);
+            ch.awaiting_offer.store(1, std::memory_order_relaxed);
+            auto until = std::chrono::steady_clock::now() +
+                         std::chrono::nanoseconds(std::min<size_t>(bytes / 4, 20000000));
+            while (!(direct = offered()) && std::chrono::steady_clock::now() < until &&
+                   back.awaiting_offer.load(std::memory_order_relaxed) == 0)
+                sched_yield();
+            ch.awaiting_offer.store(0, std::memory_order_relaxed);
+        }
+        if (direct) {
+            cma_write(arena_.peer_pid(peer),
+                      reinterpret_cast<void*>(ch.posted_addr.load(std::memory_order_relaxed)), buf,
+                      bytes);
+            offset = kWritten;
+        } else {
+            piece = std::max(kMinPiece, (bytes + 3) / 4);
+            pieces = uint32_t((bytes + piece - 1) / piece);
+            // Room for the whole message first, so that a failure here posts nothing.
+            if (!out.unreceived.empty() || !out.retired.empty()) {
+                out.seen_tail = ch.tail.load(std::memory_order_acquire);
+                forget_received(out, out.seen_tail);
+            }
+            offset = place(out, peer, bytes, out.head);
+            out.unreceived.push_back({out.head + pieces - 1, out.gen, out.pos - bytes});
+        }
     }
-    if (direct) {
-        cma_write(arena_.peer_pid(peer),
-                  reinterpret_cast<void*>(ch.posted_addr.load(std::memory_order_relaxed)), buf,
-                  bytes);
-        ch.ring[head % kSlots] = {kWritten, bytes, bytes, 0, out.gen, sig};
-        Arena::publish({&ch.head, &ch.head_waiters, me}, ++head);
-        co_return;
-    }
-    const size_t piece = std::max(kMinPiece, (bytes + 3) / 4);
-    const uint32_t pieces = bytes == 0 ? 1 : uint32_t((bytes + piece - 1) / piece);
-    // Room for the whole message first, so that a failure here posts nothing.
-    forget_received(out, ch.tail.load(std::memory_order_acquire));
-    uint64_t at = 0;
-    if (bytes > 0) {
-        at = place(out, peer, bytes, head);
-        out.unreceived.push_back({head + pieces - 1, out.gen, out.pos - bytes});
-    }
-    for (size_t off = 0; off < bytes || off == 0; off += piece) {
-        const size_t b = std::min(piece, bytes - off);
-        // A free descriptor: fewer than kSlots pieces unreceived.
-        co_await arena_.watch({&ch.tail, &ch.tail_waiters, peer}, head - kSlots + 1);
-        if (b > 0)
-            std::memcpy(static_cast<char*>(out.data.data()) + at + off,
+    for (uint32_t i = 0; i < pieces; ++i) {
+        // A free descriptor: fewer than kSlots pieces unreceived. The receiver's tail is looked
+        // at only when the ring may be full, so its line stays with the receiver.
+        if (before(out.seen_tail, out.head - kSlots + 1)) {
+            co_await arena_.watch({&ch.tail, &ch.tail_waiters, peer}, out.head - kSlots + 1);
+            out.seen_tail = ch.tail.load(std::memory_order_acquire);
+        }
+        Desc& d = ch.ring[out.head % kSlots];
+        const size_t off = size_t(i) * piece, b = std::min(piece, bytes - off);
+        d.offset = offset;
+        if (offset == kInline) {
+            if (b > 0) std::memcpy(d.data, buf, b);
+        } else if (offset != kWritten) {
+            d.offset = offset + off;
+            std::memcpy(static_cast<char*>(out.data.data()) + d.offset,
                         static_cast<const char*>(buf) + off, b);
-        ch.ring[head % kSlots] = {at + off, b, bytes, out.data.size(), out.gen, sig};
-        Arena::publish({&ch.head, &ch.head_waiters, me}, ++head);
-        if (bytes == 0) break;
+        }
+        d.sig = sig;
+        d.gen = out.gen;
+        d.bytes = b;
+        d.total = bytes;
+        d.capacity = out.data.size();
+        Arena::publish({&d.seq, &ch.head_waiters, me}, ++out.head);
     }
 }
 
@@ -212,7 +238,8 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_
     Channel& ch = channel(peer, me);
     Inbox& in = in_[size_t(peer)];
     uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
-    if (single_copy && bytes >= kCmaMinBytes && ch.head.load(std::memory_order_acquire) == tail) {
+    if (single_copy && bytes >= kCmaMinBytes &&
+        ch.ring[tail % kSlots].seq.load(std::memory_order_acquire) != tail + 1) {
         // Not sent yet: offer the sender this buffer (see send).
         ch.posted_addr.store(reinterpret_cast<uint64_t>(buf), std::memory_order_relaxed);
         ch.posted_bytes.store(bytes, std::memory_order_relaxed);
@@ -222,12 +249,15 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_
     size_t got = 0, total = 0;
     bool match = true;
     do {
-        co_await arena_.watch({&ch.head, &ch.head_waiters, peer}, tail + 1);
-        const Desc d = ch.ring[tail % kSlots];
+        const Desc& d = ch.ring[tail % kSlots];
+        co_await arena_.watch({const_cast<std::atomic<uint32_t>*>(&d.seq), &ch.head_waiters, peer},
+                              tail + 1);
         total = d.total;
         match = match && d.total == bytes && d.sig == sig;
         if (d.offset == kWritten) {
             // already in buf
+        } else if (d.offset == kInline) {
+            if (match && d.bytes > 0) std::memcpy(static_cast<char*>(buf) + got, d.data, d.bytes);
         } else if (d.bytes > 0) {
             if (!in.data.data() || in.gen != d.gen) {
                 // The first piece in a new data segment: every earlier one was received.

@@ -1,11 +1,14 @@
 // Point-to-point messages between the co-located ranks of a communicator.
 //
 // Per ordered pair of ranks (from, to) a channel in the mailbox segment: a ring of descriptors the
-// sender posts (head) and the receiver consumes in order (tail). The data goes into a data
-// segment the sender owns for that pair: made on first use, replaced by one twice as large when
-// the unreceived data no longer fits, so a send never waits for its receiver (only for a free
-// descriptor, when kSlots pieces are unreceived). The receiver maps a data segment by name the
-// first time a descriptor names it, and removes the name at once.
+// sender posts and the receiver consumes in order (tail). Each descriptor carries its message's
+// sequence number, which the receiver waits on, so a small message (up to kInlineBytes, inside
+// its descriptor) crosses between the cores as one or two cache lines; the sender looks at the
+// receiver's tail only when the ring may be full. Larger data goes into a data segment the sender
+// owns for that pair: made on first use, replaced by one twice as large when the unreceived data
+// no longer fits, so a send never waits for its receiver (only for a free descriptor, when
+// kSlots pieces are unreceived). The receiver maps a data segment by name the first time a
+// descriptor names it, and removes the name at once.
 //
 // A large message goes in up to four pieces, so a receiver that is already waiting copies one
 // piece out while the sender copies the next one in.
@@ -25,7 +28,8 @@ namespace ccl::shm {
 
 class Mailbox {
 public:
-    static constexpr uint32_t kSlots = 128;  // descriptors per channel
+    static constexpr uint32_t kSlots = 128;     // descriptors per channel
+    static constexpr size_t kInlineBytes = 80;  // messages this small travel in the descriptor
     static size_t bytes_needed(int nranks);
 
     // `seg` holds the channels (zero-filled by its creator); `arena` provides the waits, peer
@@ -63,7 +67,9 @@ private:
         uint32_t gen;
         uint64_t start;
     };
-    struct Outbox {  // this rank's side of the channel to one peer
+    struct Outbox {              // this rank's side of the channel to one peer
+        uint32_t head = 0;       // pieces posted
+        uint32_t seen_tail = 0;  // pieces the receiver had consumed when last looked at
         Segment data;
         uint32_t gen = 0;
         uint64_t pos = 0;  // where the next piece goes, before wrapping at data.size()

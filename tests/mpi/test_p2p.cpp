@@ -1,10 +1,12 @@
 // Point to point: rings of blocking sends and receives, exchanges where both sides send first
 // (8 MiB, which would deadlock if a send waited for its receiver), many messages to one peer
-// received in order, sending to oneself, nonblocking receives posted before the matching send
-// (waited, polled or freed unwaited), sends and receives in a group, count 0, every datatype, the
-// send buffer reusable once a send returns, p2p interleaved with collectives, a receive whose count
-// or datatype differs from the send (refused on the receiver, the communicator still works), a
-// sender destroying its communicator right after its send, and peers out of range.
+// received in order, more messages than a channel's ring holds, sending to oneself, nonblocking
+// receives posted before the matching send (waited, polled or freed unwaited), sends and receives
+// in a group, count 0, every datatype, the send buffer reusable once a send returns, p2p
+// interleaved with collectives, a receive whose count or datatype differs from the send (refused on
+// the receiver, the communicator still works), a sender destroying its communicator right after its
+// send, and peers out of range.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -114,6 +116,36 @@ TEST(P2P, ManyMessagesArriveInOrder) {
         int64_t v = -1;
         CCL_OK(ccl_recv(&v, 1, CCL_INT64, left(), g_comm, nullptr));
         EXPECT_EQ(v, int64_t(left()) * 1000 + k);
+    }
+}
+
+// More messages than a channel's ring holds (128), of sizes around the largest that travels
+// inside its descriptor (80 bytes), while the receiver takes them: the sender waits for free
+// descriptors (the receiver starts late), and small and larger messages alternate. Pairs (0,1),
+// (2,3), ... one direction, then the other.
+TEST(P2P, MoreMessagesThanTheRingHolds) {
+    const int partner = g_rank ^ 1;
+    if (partner >= g_size) return;
+    const int n = 300;
+    auto count = [](int k) { return size_t(k * 37) % 101; };  // 0 .. 100 bytes
+    for (int sender : {0, 1}) {
+        if ((g_rank & 1) == sender) {
+            for (int k = 0; k < n; ++k) {
+                Message out(count(k), CCL_UINT8, g_rank, 600 + uint64_t(k));
+                CCL_OK(ccl_send(out.data(), count(k), CCL_UINT8, partner, g_comm, nullptr));
+            }
+        } else {
+            // Late, so that the sender fills the ring and waits.
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            for (int k = 0; k < n; ++k) {
+                Guarded in(count(k));
+                CCL_OK(ccl_recv(in.data(), count(k), CCL_UINT8, partner, g_comm, nullptr));
+                ASSERT_EQ(check_block(in.data(), count(k), CCL_UINT8, partner, 600 + uint64_t(k), 0,
+                                      "message " + std::to_string(k)),
+                          0u);
+                EXPECT_TRUE(in.guard_intact()) << "message " << k;
+            }
+        }
     }
 }
 

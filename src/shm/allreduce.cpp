@@ -24,6 +24,20 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
     const void* stack_srcs[16];
     std::vector<const void*> heap_srcs(n > 16 ? size_t(n) : 0);
     const void** srcs = n > 16 ? heap_srcs.data() : stack_srcs;
+    if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
+        const int me = arena.rank();
+        arena.begin_round(sig, count * esize);
+        co_await arena.buffer_free();
+        std::memcpy(arena.own_eager(), send, count * esize);
+        arena.publish_eager();
+        for (int r = 0; r < n; ++r) {
+            if (r != me) co_await arena.eager_ready(r);
+            srcs[size_t(r)] = arena.peer_eager(r);
+        }
+        reduce(recv, srcs, n, count, dtype, op, n);
+        arena.done();
+        co_return;
+    }
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         arena.begin_round(sig, c * esize);

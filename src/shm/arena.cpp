@@ -54,7 +54,8 @@ size_t Arena::flags_bytes(int nranks) { return round_up(128 * size_t(nranks), kP
 size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
     return header_bytes(nranks) + flags_bytes(nranks) +
            size_t(nranks) * 2 * round_up(buffer_size, kPage) +
-           round_up(size_t(nranks) * kLanes * kLaneBytes, kPage);
+           round_up(size_t(nranks) * kLanes * kLaneBytes, kPage) +
+           round_up(size_t(nranks) * kLanes * sizeof(EagerLine), kPage);
 }
 
 Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init)
@@ -66,8 +67,10 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       policy_(wait_policy(nranks)),
       flags_offset_(header_bytes(nranks)),
       data_offset_(header_bytes(nranks) + flags_bytes(nranks)),
-      lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)) {
+      lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),
+      eager_offset_(lanes_offset_ + round_up(size_t(nranks) * kLanes * kLaneBytes, kPage)) {
     static_assert(sizeof(Flag) == 128);
+    static_assert(sizeof(EagerLine) == 64);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
         throw Error(CCL_ERROR_INTERNAL,
                     "shared-memory arena " + seg_.name() + " has the wrong size");
@@ -118,6 +121,38 @@ void* Arena::peer_buffer(int peer, int ahead) const {
     size_t stride = round_up(buffer_size_, kPage);
     size_t index = size_t(peer) * 2 + (round_ + uint64_t(ahead)) % 2;
     return static_cast<char*>(seg_.data()) + data_offset_ + index * stride;
+}
+
+std::atomic<uint32_t>& Arena::flag_waiters(int r) const { return flag(r).waiters; }
+
+Arena::EagerLine* Arena::eager_line(int r) const {
+    return reinterpret_cast<EagerLine*>(static_cast<char*>(seg_.data()) + eager_offset_) +
+           size_t(r) * kLanes + round_ % kLanes;
+}
+
+void Arena::publish_eager() {
+    EagerLine* line = eager_line(rank_);
+    line->signature = signature_;
+    // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
+    publish({&line->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
+}
+
+Arena::EagerWatch Arena::eager_ready(int peer) { return EagerWatch(*this, peer); }
+
+bool Arena::eager_or_mismatch(int peer, EagerLine* line) {
+    // A peer that ran another collective may wait on this rank's flag, which an eager round
+    // publishes only at its end: publish it now (ready: done with the previous round), so that
+    // it sees the mismatch too.
+    if (!was_ready_) ready();
+    const uint32_t seen = flag(peer).seq.load(std::memory_order_acquire);
+    if (!reached(seen, uint32_t(2 * round_ - 1))) return false;
+    check_signature(peer, seen);  // a collective with another signature: throws
+    // The line is published before the flag: seen now, or never for this round.
+    if (reached(line->round.load(std::memory_order_acquire), uint32_t(round_))) return true;
+    fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(peer) +
+                                      " ran another algorithm than rank " + std::to_string(rank_) +
+                                      " in the same position; every rank must call the same "
+                                      "collectives in the same order");
 }
 
 Arena::Word Arena::flag_word(int r) const {
@@ -220,17 +255,21 @@ bool Arena::test_flag(int r, uint32_t target, WaitClock& clock) {
     return true;
 }
 
-void Arena::block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag) {
+template <class Test>
+void Arena::block_on(Word w, uint32_t target, Test test) {
     auto seen = [&] { return reached(w.value->load(std::memory_order_acquire), target); };
     for (int i = 0; i < policy_.spins; ++i) {
         if (seen()) break;
         cpu_relax();
     }
     for (int i = 0; i < policy_.yields && !seen(); ++i) sched_yield();
-    auto test = [&] {
-        return is_flag ? test_flag(w.owner, target, clock) : test_word(w, target, clock);
-    };
     while (!test()) sleep_on_word(w, target, kMaxSleep);
+}
+
+void Arena::block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag) {
+    block_on(w, target, [&] {
+        return is_flag ? test_flag(w.owner, target, clock) : test_word(w, target, clock);
+    });
 }
 
 void Arena::sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max) {
@@ -260,6 +299,25 @@ Waiter::Sleeper Arena::Flags::sleeper() {
     return [w = arena_.flag_word(next_), t = target_](std::chrono::microseconds max) {
         sleep_on_word(w, t, max);
     };
+}
+
+bool Arena::EagerWatch::poll(bool look_at_flag) {
+    if (arena_.test_word(word_, target_, clock_)) {
+        if (line_->signature != arena_.signature_)
+            arena_.fail(CCL_ERROR_INVALID_USAGE,
+                        "collective mismatch: rank " + std::to_string(peer_) +
+                            " called a different collective (or count, datatype, reduction or "
+                            "root) than rank " +
+                            std::to_string(arena_.rank_) +
+                            " in the same position; every rank must call the same collectives in "
+                            "the same order");
+        return true;
+    }
+    return look_at_flag && arena_.eager_or_mismatch(peer_, line_) && poll(false);
+}
+
+void Arena::EagerWatch::block() {
+    arena_.block_on(word_, target_, [this] { return poll(true); });
 }
 
 void Arena::Flags::await_resume() {
@@ -313,7 +371,12 @@ void Arena::abort() noexcept {
     mark_failed(CCL_ERROR_ABORTED);
     // Sleepers re-check at their next wake (a futex sleep lasts at most kMaxSleep anyway): wake
     // them now, in this process and the peers, which then see the failed header.
-    for (int r = 0; r < nranks_; ++r) futex_wake_all(flag_word(r).value);
+    for (int r = 0; r < nranks_; ++r) {
+        futex_wake_all(flag_word(r).value);
+        EagerLine* lines =
+            reinterpret_cast<EagerLine*>(static_cast<char*>(seg_.data()) + eager_offset_);
+        for (int l = 0; l < kLanes; ++l) futex_wake_all(&lines[r * kLanes + l].round);
+    }
 }
 
 }  // namespace ccl::shm

@@ -15,6 +15,14 @@
 // finishes up to kLanes small rounds ahead of its slowest reader, the way an eager FIFO lets MPI's
 // senders run ahead, which matters most when ranks outnumber cores.
 //
+// A round whose data fits kEagerBytes, and which only one side writes (a broadcast's root, a
+// reduce's non-roots), may instead publish it in an eager line: the data, the round and the
+// signature in one cache line that the readers wait on, so that the data crosses between the cores
+// with the news of it (one cache miss where the flag and then the lane cost two). Eager lines are
+// used like the lanes (line e % kLanes); every rank still publishes its flag (done) at the end of
+// the round, and earlier if a wait drags on (see EagerWatch), for a peer that disagrees on the
+// collective and waits on it.
+//
 // Algorithms are coroutines (core/task.h): they co_await the waiters below, which a blocking call
 // resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
 #pragma once
@@ -38,6 +46,7 @@ public:
 
     static constexpr int kLanes = 16;
     static constexpr size_t kLaneBytes = 8192;
+    static constexpr size_t kEagerBytes = 56;
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
@@ -73,6 +82,14 @@ public:
     // co_await: every rank is done with this round. For single-copy algorithms, where peers read
     // this rank's own buffers (not the arena's) until they are done.
     Flags all_done();
+    // Eager rounds (see above; begin_round with bytes <= kEagerBytes). The writer co_awaits
+    // buffer_free(), fills own_eager(), publishes it (publish_eager, instead of ready) and is then
+    // done(); a reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
+    void* own_eager() const { return eager_line(rank_)->data; }
+    const void* peer_eager(int peer) const { return eager_line(peer)->data; }
+    void publish_eager();
+    class EagerWatch;
+    EagerWatch eager_ready(int peer);
     int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
@@ -116,6 +133,15 @@ public:
 private:
     struct Header;
     struct Flag;
+    struct alignas(64) EagerLine {
+        std::atomic<uint32_t> round;  // the low bits of the round that published it
+        uint32_t signature;
+        char data[kEagerBytes];
+    };
+    EagerLine* eager_line(int r) const;  // rank r's line of the current round
+    // The peer published its flag in this round but no eager data: a mismatch (throws), unless
+    // the data is there after all (true). Publishes this rank's flag first.
+    bool eager_or_mismatch(int peer, EagerLine* line);
     // When a wait started and when to look at the peer's pid next.
     struct WaitClock {
         bool started = false;
@@ -127,6 +153,7 @@ private:
     Header* header() const;
     std::atomic<int32_t>& pid(int r) const;
     Flag& flag(int r) const;
+    std::atomic<uint32_t>& flag_waiters(int r) const;
     Word flag_word(int r) const;
     // Whether the word reached `target`; throws ccl::Error when the wait must stop (deadline, its
     // owner dead, the arena failed).
@@ -134,6 +161,9 @@ private:
     bool test_flag(int r, uint32_t target, WaitClock& clock);  // test_word + signature check
     // Blocks until the word reaches `target` (spin, yield, futex) or test_word throws.
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
+    // The same with `test` deciding (it may throw).
+    template <class Test>
+    void block_on(Word w, uint32_t target, Test test);
     static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed() {  // throws if another rank marked the arena failed
         if (any_failure()) fail_if_peer_failed();
@@ -152,6 +182,7 @@ private:
     size_t flags_offset_;
     size_t data_offset_;
     size_t lanes_offset_;
+    size_t eager_offset_;
     std::atomic<uint64_t>* failed_word_;  // the shared header's "failed"
     uint64_t round_ = 0;                  // the current round (1-based once started)
     bool lane_round_ = false;             // the current round uses a lane
@@ -217,6 +248,43 @@ private:
     Arena& arena_;
     Word word_;
     uint32_t target_;
+    WaitClock clock_;
+};
+
+// Waits until a peer's eager line carries this round. While it waits, it also looks at the peer's
+// flag now and then: a peer that ran another collective in this round publishes its flag but no
+// eager data, which is a mismatch (an error) rather than a wait until the deadline.
+class Arena::EagerWatch final : public Waiter {
+public:
+    EagerWatch(Arena& arena, int peer)
+        : arena_(arena),
+          peer_(peer),
+          line_(arena.eager_line(peer)),
+          word_{&line_->round, &arena.flag_waiters(peer), peer},
+          target_(uint32_t(arena.round_)) {}
+
+    // The peer's flag is looked at on every 64th poll only: its line would otherwise bounce
+    // between the cores.
+    bool ready() override { return poll(++polls_ % 64 == 0); }
+    void block() override;
+    Sleeper sleeper() override {
+        return
+            [w = word_, t = target_](std::chrono::microseconds max) { sleep_on_word(w, t, max); };
+    }
+
+    bool await_ready() { return ready(); }
+    void await_suspend(Task::Handle h) { h.promise().waiting = this; }
+    void await_resume() {}
+
+private:
+    bool poll(bool look_at_flag);
+
+    Arena& arena_;
+    int peer_;
+    EagerLine* line_;
+    Word word_;
+    uint32_t target_;
+    uint32_t polls_ = 0;
     WaitClock clock_;
 };
 

@@ -12,6 +12,22 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype), chunk = arena.buffer_size() / esize;
     std::vector<const void*> srcs(static_cast<size_t>(n));
+    if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
+        arena.begin_round(sig, count * esize);
+        if (arena.rank() != root) {
+            co_await arena.buffer_free();
+            std::memcpy(arena.own_eager(), send, count * esize);
+            arena.publish_eager();
+        } else {
+            for (int r = 0; r < n; ++r) {
+                if (r != root) co_await arena.eager_ready(r);
+                srcs[size_t(r)] = r == root ? send : arena.peer_eager(r);
+            }
+            reduce(recv, srcs.data(), n, count, dtype, op, n);
+        }
+        arena.done();
+        co_return;
+    }
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         arena.begin_round(sig, c * esize);

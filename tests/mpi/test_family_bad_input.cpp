@@ -1,8 +1,8 @@
 // Bad input to the collective family, point to point and ccl_comm_split: each refused call gets
 // its error code and a message, on every rank that makes it, before any communication, and the
 // communicator still works afterwards. Last, ranks that disagree (alltoallv counts that do not
-// match, other roots or counts) get CCL_ERROR_INVALID_USAGE on every rank, on communicators made
-// for the purpose, leaving the main one working.
+// match, other roots or counts, small rounds against others) get CCL_ERROR_INVALID_USAGE on every
+// rank, on communicators made for the purpose, leaving the main one working.
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -387,6 +387,29 @@ TEST(FamilyMismatch, RootsOrCountsDisagree) {
         return g_rank == 0 ? ccl_reduce_scatter(s.data(), d.data(), 8, CCL_INT32, CCL_SUM, c,
                                                 nullptr, nullptr)
                            : ccl_alltoall(s.data(), d.data(), 8, CCL_INT32, c, nullptr, nullptr);
+    });
+}
+
+// Messages of up to 56 bytes travel in eager lines that the readers wait on instead of flags:
+// disagreements between such rounds and others are found all the same.
+TEST(FamilyMismatch, EagerRoundsDisagree) {
+    if (g_size < 2) GTEST_SKIP() << "needs two ranks";
+    expect_breaks("small allreduce vs broadcast", [](ccl_comm_t c) {
+        std::vector<float> b(1024, 1.0f);
+        return g_rank == 0
+                   ? ccl_allreduce(b.data(), b.data(), 2, CCL_FLOAT32, CCL_SUM, c, nullptr, nullptr)
+                   : ccl_broadcast(b.data(), 1024, CCL_FLOAT32, 0, c, nullptr, nullptr);
+    });
+    expect_breaks("small allreduce vs barrier", [](ccl_comm_t c) {
+        float x = 1;
+        return g_rank == 1 ? ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, c, nullptr, nullptr)
+                           : ccl_barrier(c, nullptr);
+    });
+    // Rank 1 broadcasts from rank 0 what rank 0 takes for an allreduce.
+    expect_breaks("small broadcast vs allreduce", [](ccl_comm_t c) {
+        float x[4] = {1, 2, 3, 4};
+        return g_rank == 0 ? ccl_allreduce(x, x, 4, CCL_FLOAT32, CCL_SUM, c, nullptr, nullptr)
+                           : ccl_broadcast(x, 4, CCL_FLOAT32, 0, c, nullptr, nullptr);
     });
 }
 

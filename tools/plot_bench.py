@@ -5,8 +5,9 @@ Reads the CSV files of ccl_bench (--csv) and of the peer benchmarks (bench/peers
 columns collective,ranks,size_bytes,count,dtype,op,root,in_place,time_us,algbw_gbps,busbw_gbps,
 wrong. Every file is one implementation, labelled by its file name or by --label. Each line of the
 plot is one series: a file's rows of one collective, rank count, datatype, reduction and placement
-(the legend names only what differs between the lines). Repeated sizes within a series are
-combined by their median.
+(the legend names only what differs between the lines); the lines of one file share a style
+(solid, dashed, ...) and the same case in several files a colour. Repeated sizes within a series
+are combined by their median.
 
     tools/plot_bench.py ccl.csv openmpi.csv --collective allreduce --ranks 4 -o allreduce.png
 
@@ -37,6 +38,7 @@ def parse_args():
                    help="only this rank count (repeatable, or comma-separated)")
     p.add_argument("-o", "--output", default="bench.png", help="the PNG to write (default bench.png)")
     p.add_argument("--title", help="title of the figure (default: from the filters)")
+    p.add_argument("--dpi", type=int, default=120, help="resolution of the PNG (default 120)")
     args = p.parse_args()
     if len(args.label) > len(args.csv):
         p.error("more --label options than CSV files")
@@ -147,16 +149,24 @@ def main():
 
     series = series_of(rows)
     names = legend_names(list(series))
+    # One line style per file and one colour per everything else, so that the same case from two
+    # files (ccl and a peer) shares a colour.
+    labels = list(dict.fromkeys(k[0] for k in series))
+    cases = list(dict.fromkeys(k[1:] for k in series))
+    styles = ["-", "--", ":", "-."]
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, (ax_bw, ax_t) = plt.subplots(1, 2, figsize=(13, 5))
     for key, points in series.items():
+        style = styles[labels.index(key[0]) % len(styles)]
+        colour = colours[cases.index(key[1:]) % len(colours)]
         sizes = list(points)
         times = [points[s][0] for s in sizes]
         bws = [points[s][1] for s in sizes]
         # A log axis has no place for 0 (busbw is 0 at one rank).
         for ax, ys in ((ax_bw, bws), (ax_t, times)):
             xy = [(s, y) for s, y in zip(sizes, ys) if y > 0]
-            ax.plot([s for s, _ in xy], [y for _, y in xy], marker="o", markersize=3,
-                    label=names[key])
+            ax.plot([s for s, _ in xy], [y for _, y in xy], style, color=colour, marker="o",
+                    markersize=3, label=names[key])
     for ax, ylabel in ((ax_bw, "busbw (GB/s)"), (ax_t, "time (µs)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -176,7 +186,7 @@ def main():
     fig.suptitle(title)
     fig.tight_layout()
     try:
-        fig.savefig(args.output, dpi=120)
+        fig.savefig(args.output, dpi=args.dpi)
     except OSError as e:
         sys.exit(f"plot_bench: cannot write {args.output}: {e.strerror}")
     print(f"plot_bench: wrote {args.output} ({len(series)} series, {len(rows)} rows)")

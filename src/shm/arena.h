@@ -229,7 +229,7 @@ private:
 };
 
 // Waits until one word reaches a target.
-class Arena::Watch final : public Waiter {
+class Arena::Watch : public Waiter {
 public:
     Watch(Arena& arena, Word word, uint32_t target) : arena_(arena), word_(word), target_(target) {}
 
@@ -244,7 +244,7 @@ public:
     void await_suspend(Task::Handle h) { h.promise().waiting = this; }
     void await_resume() {}
 
-private:
+protected:
     Arena& arena_;
     Word word_;
     uint32_t target_;
@@ -254,38 +254,25 @@ private:
 // Waits until a peer's eager line carries this round. While it waits, it also looks at the peer's
 // flag now and then: a peer that ran another collective in this round publishes its flag but no
 // eager data, which is a mismatch (an error) rather than a wait until the deadline.
-class Arena::EagerWatch final : public Waiter {
+class Arena::EagerWatch final : public Watch {
 public:
     EagerWatch(Arena& arena, int peer)
-        : arena_(arena),
+        : Watch(arena, {&arena.eager_line(peer)->round, &arena.flag_waiters(peer), peer},
+                uint32_t(arena.round_)),
           peer_(peer),
-          line_(arena.eager_line(peer)),
-          word_{&line_->round, &arena.flag_waiters(peer), peer},
-          target_(uint32_t(arena.round_)) {}
+          line_(arena.eager_line(peer)) {}
 
     // The peer's flag is looked at on every 64th poll only: its line would otherwise bounce
     // between the cores.
     bool ready() override { return poll(++polls_ % 64 == 0); }
     void block() override;
-    Sleeper sleeper() override {
-        return
-            [w = word_, t = target_](std::chrono::microseconds max) { sleep_on_word(w, t, max); };
-    }
-
-    bool await_ready() { return ready(); }
-    void await_suspend(Task::Handle h) { h.promise().waiting = this; }
-    void await_resume() {}
 
 private:
     bool poll(bool look_at_flag);
 
-    Arena& arena_;
     int peer_;
     EagerLine* line_;
-    Word word_;
-    uint32_t target_;
     uint32_t polls_ = 0;
-    WaitClock clock_;
 };
 
 }  // namespace ccl::shm

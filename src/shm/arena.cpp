@@ -149,8 +149,14 @@ bool Arena::eager_or_mismatch(int peer, EagerLine* line) {
     check_signature(peer, seen);  // a collective with another signature: throws
     // The line is published before the flag: seen now, or never for this round.
     if (reached(line->round.load(std::memory_order_acquire), uint32_t(round_))) return true;
+    fail_mismatch(peer);
+}
+
+void Arena::fail_mismatch(int peer) {
     fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(peer) +
-                                      " ran another algorithm than rank " + std::to_string(rank_) +
+                                      " called a different collective (or count, datatype, "
+                                      "reduction or root) than rank " +
+                                      std::to_string(rank_) +
                                       " in the same position; every rank must call the same "
                                       "collectives in the same order");
 }
@@ -193,13 +199,7 @@ void Arena::check_signature(int r, uint32_t seen) {
     uint32_t sig = f.sig[round_ % kSigs].load(std::memory_order_acquire);
     if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + kSigs - 1) - 1)))
         return;
-    if (sig != signature_)
-        fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(r) +
-                                          " called a different collective (or "
-                                          "count, datatype, reduction or root) than rank " +
-                                          std::to_string(rank_) +
-                                          " in the same position; every rank must call the same "
-                                          "collectives in the same order");
+    if (sig != signature_) fail_mismatch(r);
 }
 
 Arena::Flags Arena::buffer_free(int ahead) {
@@ -303,14 +303,7 @@ Waiter::Sleeper Arena::Flags::sleeper() {
 
 bool Arena::EagerWatch::poll(bool look_at_flag) {
     if (arena_.test_word(word_, target_, clock_)) {
-        if (line_->signature != arena_.signature_)
-            arena_.fail(CCL_ERROR_INVALID_USAGE,
-                        "collective mismatch: rank " + std::to_string(peer_) +
-                            " called a different collective (or count, datatype, reduction or "
-                            "root) than rank " +
-                            std::to_string(arena_.rank_) +
-                            " in the same position; every rank must call the same collectives in "
-                            "the same order");
+        if (line_->signature != arena_.signature_) arena_.fail_mismatch(peer_);
         return true;
     }
     return look_at_flag && arena_.eager_or_mismatch(peer_, line_) && poll(false);
@@ -371,10 +364,9 @@ void Arena::abort() noexcept {
     mark_failed(CCL_ERROR_ABORTED);
     // Sleepers re-check at their next wake (a futex sleep lasts at most kMaxSleep anyway): wake
     // them now, in this process and the peers, which then see the failed header.
+    auto* lines = reinterpret_cast<EagerLine*>(static_cast<char*>(seg_.data()) + eager_offset_);
     for (int r = 0; r < nranks_; ++r) {
         futex_wake_all(flag_word(r).value);
-        EagerLine* lines =
-            reinterpret_cast<EagerLine*>(static_cast<char*>(seg_.data()) + eager_offset_);
         for (int l = 0; l < kLanes; ++l) futex_wake_all(&lines[r * kLanes + l].round);
     }
 }

@@ -15,13 +15,12 @@
 // finishes up to kLanes small rounds ahead of its slowest reader, the way an eager FIFO lets MPI's
 // senders run ahead, which matters most when ranks outnumber cores.
 //
-// A round whose data fits kEagerBytes, and which only one side writes (a broadcast's root, a
-// reduce's non-roots), may instead publish it in an eager line: the data, the round and the
-// signature in one cache line that the readers wait on, so that the data crosses between the cores
-// with the news of it (one cache miss where the flag and then the lane cost two). Eager lines are
-// used like the lanes (line e % kLanes); every rank still publishes its flag (done) at the end of
-// the round, and earlier if a wait drags on (see EagerWatch), for a peer that disagrees on the
-// collective and waits on it.
+// A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
+// it in an eager line: the data, the round and the signature in one cache line that the readers
+// wait on, so that the data crosses between the cores with the news of it (one cache miss where
+// the flag and then the lane cost two). Eager lines are used like the lanes (line e % kLanes);
+// every rank still publishes its flag (done) at the end of the round, and earlier if a wait drags
+// on (see EagerWatch), for a peer that disagrees on the collective and waits on it.
 //
 // Algorithms are coroutines (core/task.h): they co_await the waiters below, which a blocking call
 // resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
@@ -142,6 +141,7 @@ private:
     // The peer published its flag in this round but no eager data: a mismatch (throws), unless
     // the data is there after all (true). Publishes this rank's flag first.
     bool eager_or_mismatch(int peer, EagerLine* line);
+    [[noreturn]] void fail_mismatch(int peer);  // `peer` ran another collective in this round
     // When a wait started and when to look at the peer's pid next.
     struct WaitClock {
         bool started = false;

@@ -20,7 +20,7 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
         arena.done();
         co_return;
     }
-    const size_t chunk = arena.buffer_size();
+    const size_t chunk = std::min(arena.buffer_size(), cache_piece_bytes());
     const bool stream = bytes >= kStreamMinBytes;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t len = std::min(chunk, bytes - off);

@@ -1,11 +1,20 @@
 #include "shm/copy.h"
 
 #include <emmintrin.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 
 namespace ccl::shm {
+
+size_t cache_piece_bytes() {
+    static const size_t bytes = [] {
+        const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        return l2 >= (128 << 10) ? size_t(l2) / 2 : size_t(512) << 10;
+    }();
+    return bytes;
+}
 
 void copy_out(void* dst, const void* src, size_t n, bool stream) {
     if (!stream || n < 4096) {

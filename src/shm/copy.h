@@ -13,4 +13,10 @@ inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
 // (read for ownership), a third of a copy's memory traffic.
 void copy_out(void* dst, const void* src, size_t n, bool stream);
 
+// The most a pipelined copy through the arena (a broadcast's, a reduce's) moves per round: half of
+// a core's L2 cache, so that a piece and where it goes fit in it together (512 KiB where the size
+// is unknown). With pieces of a whole 1 MiB buffer on a core with 1 MiB of L2, a 2 MiB broadcast
+// took 3.5x as long.
+size_t cache_piece_bytes();
+
 }  // namespace ccl::shm

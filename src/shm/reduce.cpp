@@ -4,13 +4,15 @@
 
 #include "core/reduce.h"
 #include "shm/collectives.h"
+#include "shm/copy.h"
 
 namespace ccl::shm {
 
 Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks();
-    const size_t esize = dtype_size(dtype), chunk = arena.buffer_size() / esize;
+    const size_t esize = dtype_size(dtype),
+                 chunk = std::min(arena.buffer_size(), cache_piece_bytes()) / esize;
     std::vector<const void*> srcs(static_cast<size_t>(n));
     if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
         arena.begin_round(sig, count * esize);
@@ -48,7 +50,8 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
 Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks(), me = arena.rank();
-    const size_t esize = dtype_size(dtype), chunk = arena.buffer_size() / esize;
+    const size_t esize = dtype_size(dtype),
+                 chunk = std::min(arena.buffer_size(), cache_piece_bytes()) / esize;
     std::vector<const void*> srcs(static_cast<size_t>(n));
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);

@@ -28,8 +28,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         const int me = arena.rank();
         arena.begin_round(sig, count * esize);
         co_await arena.buffer_free();
-        std::memcpy(arena.own_eager(), send, count * esize);
-        arena.publish_eager();
+        arena.publish_eager(send, count * esize);
         for (int r = 0; r < n; ++r) {
             if (r != me) co_await arena.eager_ready(r);
             srcs[size_t(r)] = arena.peer_eager(r);

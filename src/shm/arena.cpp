@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -130,8 +131,9 @@ Arena::EagerLine* Arena::eager_line(int r) const {
            size_t(r) * kLanes + round_ % kLanes;
 }
 
-void Arena::publish_eager() {
+void Arena::publish_eager(const void* data, size_t bytes) {
     EagerLine* line = eager_line(rank_);
+    std::memcpy(line->data, data, bytes);
     line->signature = signature_;
     // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
     publish({&line->round, &flag(rank_).waiters, rank_}, uint32_t(round_));

@@ -82,11 +82,10 @@ public:
     // this rank's own buffers (not the arena's) until they are done.
     Flags all_done();
     // Eager rounds (see above; begin_round with bytes <= kEagerBytes). The writer co_awaits
-    // buffer_free(), fills own_eager(), publishes it (publish_eager, instead of ready) and is then
-    // done(); a reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
-    void* own_eager() const { return eager_line(rank_)->data; }
+    // buffer_free(), publishes its data (publish_eager, instead of ready) and is then done(); a
+    // reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
     const void* peer_eager(int peer) const { return eager_line(peer)->data; }
-    void publish_eager();
+    void publish_eager(const void* data, size_t bytes);
     class EagerWatch;
     EagerWatch eager_ready(int peer);
     int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }

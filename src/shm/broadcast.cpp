@@ -11,8 +11,7 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
         arena.begin_round(sig, bytes);
         if (arena.rank() == root) {
             co_await arena.buffer_free();
-            std::memcpy(arena.own_eager(), buf, bytes);
-            arena.publish_eager();
+            arena.publish_eager(buf, bytes);
         } else {
             co_await arena.eager_ready(root);
             std::memcpy(buf, arena.peer_eager(root), bytes);

@@ -216,10 +216,12 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
         }
         Desc& d = ch.ring[out.head % kSlots];
         const size_t off = size_t(i) * piece, b = std::min(piece, bytes - off);
-        d.offset = offset;
         if (offset == kInline) {
+            d.offset = kInline;
             if (b > 0) std::memcpy(d.data, buf, b);
-        } else if (offset != kWritten) {
+        } else if (offset == kWritten) {
+            d.offset = kWritten;
+        } else {
             d.offset = offset + off;
             std::memcpy(static_cast<char*>(out.data.data()) + d.offset,
                         static_cast<const char*>(buf) + off, b);

@@ -18,8 +18,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
         arena.begin_round(sig, count * esize);
         if (arena.rank() != root) {
             co_await arena.buffer_free();
-            std::memcpy(arena.own_eager(), send, count * esize);
-            arena.publish_eager();
+            arena.publish_eager(send, count * esize);
         } else {
             for (int r = 0; r < n; ++r) {
                 if (r != root) co_await arena.eager_ready(r);

@@ -2,6 +2,8 @@
 // validates opaque handles.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -38,6 +40,22 @@ ccl_result_t guarded(const char* fn, F&& body) noexcept {
     }
 }
 
+// A lock for sections of a few dozen instructions (the handle tables'): uncontended, one exchange
+// and one store, where a pthread mutex makes two calls and two atomic operations; every
+// nonblocking call passes three of them. A waiter yields, as the holder may have been preempted
+// on a crowded node.
+class SpinLock {
+public:
+    void lock() {
+        while (held_.exchange(true, std::memory_order_acquire))
+            while (held_.load(std::memory_order_relaxed)) sched_yield();
+    }
+    void unlock() { held_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> held_{false};
+};
+
 // Live objects behind opaque handles. A handle is a slot of the table, the slot's generation (how
 // many objects it held before) and a type tag in its low bits, not a pointer: NULL, destroyed and
 // wrong-type handles are all detected (until a slot is reused 2^32 times). Slots are reused, so
@@ -47,7 +65,7 @@ class HandleTable {
 public:
     template <class H>
     H add(std::shared_ptr<T> object) {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         uintptr_t i;
         if (free_.empty()) {
             if (slots_.size() >= kMaxSlots)
@@ -62,7 +80,7 @@ public:
         return reinterpret_cast<H>((slots_[i].gen << kGenShift) | (i << 4) | Tag);
     }
     std::shared_ptr<T> get(const void* handle, const char* what) {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         return slot(handle, what).object;
     }
     // The object, for a call that the threading rules let use it without holding a reference
@@ -78,7 +96,7 @@ public:
         return *object;
     }
     std::shared_ptr<T> remove(const void* handle, const char* what) {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         Slot& s = slot(handle, what);
         std::shared_ptr<T> object = std::move(s.object);
         s.gen = (s.gen + 1) & kGenMask;
@@ -115,7 +133,7 @@ private:
         T* object = nullptr;
         uint64_t removals = 0;
     };
-    std::mutex mu_;
+    SpinLock mu_;
     std::atomic<uint64_t> removals_{0};
     std::vector<Slot> slots_;
     std::vector<uintptr_t> free_;  // slots to reuse, the last freed first

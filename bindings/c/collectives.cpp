@@ -89,21 +89,20 @@ void check_peer(int peer, const Communicator& comm) {
         bad_rank("peer", peer, comm.size());
 }
 
-// A per-rank count array, copied; with the byte size of all its blocks together.
-std::vector<size_t> check_counts(const size_t* counts, const Communicator& comm,
-                                 ccl_datatype_t dtype, const char* name, size_t* total_bytes) {
+// A per-rank count array, appended to `v`; returns the byte size of all its blocks together.
+size_t check_counts(const size_t* counts, const Communicator& comm, ccl_datatype_t dtype,
+                    const char* name, std::vector<size_t>& v) {
     if (!counts) throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
-    std::vector<size_t> v(counts, counts + comm.size());
+    v.insert(v.end(), counts, counts + comm.size());
     size_t total = 0;
-    for (size_t c : v) {
-        size_t bytes = byte_size(c, dtype);
+    for (const size_t* c = counts; c != counts + comm.size(); ++c) {
+        size_t bytes = byte_size(*c, dtype);
         if (bytes > size_t(PTRDIFF_MAX) - total)
             throw Error(CCL_ERROR_INVALID_ARGUMENT,
                         std::string("the counts of ") + name + " overflow the address space");
         total += bytes;
     }
-    *total_bytes = total;
-    return v;
+    return total;
 }
 
 // The bytes of one block per rank (a count times the communicator's size), refusing sizes no
@@ -162,7 +161,7 @@ void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedul
         comm.run(schedule, bufs);
         return;
     }
-    auto r = std::make_shared<Request>();
+    auto r = make_pooled<Request>();
     if (attr && attr->synchronous) {
         // Complete now; the request carries the result like any other.
         try {
@@ -188,7 +187,7 @@ void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const cc
     if (ze::active() || stream) [[unlikely]]
         xpu_checks(comm, sig, bufs, stream.get(), attr, req);
     if (group_active()) {
-        std::shared_ptr<Request> r = req ? std::make_shared<Request>() : nullptr;
+        std::shared_ptr<Request> r = req ? make_pooled<Request>() : nullptr;
         group_add(comm.shared_from_this(), sig, bufs, opts, r);
         if (req) *req = request_table().add<ccl_request_t>(std::move(r));
         return;
@@ -288,8 +287,8 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        size_t total = 0;
-        std::vector<size_t> counts = check_counts(recvcounts, c, dtype, "recvcounts", &total);
+        std::vector<size_t> counts;
+        size_t total = check_counts(recvcounts, c, dtype, "recvcounts", counts);
         if (sendcount != counts[size_t(c.rank())])
             throw Error(CCL_ERROR_INVALID_ARGUMENT, "sendcount is " + std::to_string(sendcount) +
                                                         " but recvcounts[" +
@@ -347,9 +346,10 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        size_t send_total = 0, recv_total = 0;
-        std::vector<size_t> counts = check_counts(sendcounts, c, dtype, "sendcounts", &send_total);
-        std::vector<size_t> rcounts = check_counts(recvcounts, c, dtype, "recvcounts", &recv_total);
+        std::vector<size_t> counts;  // sendcounts, then recvcounts
+        counts.reserve(2 * size_t(c.size()));
+        size_t send_total = check_counts(sendcounts, c, dtype, "sendcounts", counts);
+        size_t recv_total = check_counts(recvcounts, c, dtype, "recvcounts", counts);
         check_buffer(send, send_total, "send");
         check_buffer(recv, recv_total, "recv");
         if (send == recv && send_total > 0 && recv_total > 0)
@@ -357,7 +357,6 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                         "alltoallv cannot run in place (send == recv): use separate buffers");
         check_overlap(send, send_total, recv, recv_total, "separate buffers for alltoallv");
         check_attr(attr);
-        counts.insert(counts.end(), rcounts.begin(), rcounts.end());
         submit(c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
                attr, req);
     });

@@ -456,14 +456,14 @@ void Communicator::run(const std::shared_ptr<const Schedule>& schedule, const Bu
         execute_now(*schedule, bufs);
         return;
     }
-    auto req = std::make_shared<Request>();
+    auto req = make_pooled<Request>();
     start(schedule, bufs, {req});
     req->wait();
     req->rethrow();
 }
 
 void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
-                         std::vector<std::shared_ptr<Request>> reqs) {
+                         RequestList reqs) {
     check_broken(schedule->sig.coll == CollType::send);
     if (schedule->sig.coll == CollType::send) {  // never queues (see run)
         ccl_result_t code = CCL_SUCCESS;
@@ -484,7 +484,7 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     const bool parkable = schedule->sig.coll == CollType::recv;
     // The execution keeps this communicator alive until it has run. Only the user thread starts
     // work, so last_started_ needs no lock.
-    auto exec = std::make_shared<Execution>(std::move(schedule), bufs, std::move(reqs),
+    auto exec = make_pooled<Execution>(std::move(schedule), bufs, std::move(reqs),
                                             std::move(last_started_), shared_from_this());
     for (const auto& r : exec->requests()) r->set_execution(exec);
     last_started_ = exec;

@@ -102,7 +102,7 @@ public:
     // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
     // result.
     void start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
-               std::vector<std::shared_ptr<Request>> reqs);
+               RequestList reqs);
     // Returns once none of this communicator's work is queued or running (user thread).
     void wait_idle();
 

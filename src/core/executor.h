@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/request.h"
 #include "core/schedule.h"
 #include "core/task.h"
 
@@ -18,7 +19,6 @@ namespace ccl {
 void execute(const Schedule& schedule, const Buffers& bufs);
 
 class Execution;
-class Request;
 
 // Who is told when an execution finishes (the communicator): it completes the execution's
 // requests with the result.
@@ -38,9 +38,8 @@ class Execution {
 public:
     // `owner` (the communicator) is told of the end and kept alive until then, also while a
     // worker naps on this execution's wait.
-    Execution(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
-              std::vector<std::shared_ptr<Request>> reqs, std::shared_ptr<Execution> prev,
-              std::shared_ptr<ExecutionOwner> owner)
+    Execution(std::shared_ptr<const Schedule> schedule, const Buffers& bufs, RequestList reqs,
+              std::shared_ptr<Execution> prev, std::shared_ptr<ExecutionOwner> owner)
         : schedule_(std::move(schedule)),
           bufs_(bufs),
           reqs_(std::move(reqs)),
@@ -59,7 +58,7 @@ public:
     void nap(std::chrono::microseconds max);
     bool finished() const { return finished_.load(std::memory_order_acquire); }
     // The requests that complete with its result.
-    const std::vector<std::shared_ptr<Request>>& requests() const { return reqs_; }
+    const RequestList& requests() const { return reqs_; }
 
 private:
     bool advance(bool blocking);  // with mu_ held
@@ -68,7 +67,7 @@ private:
     std::mutex mu_;
     std::shared_ptr<const Schedule> schedule_;
     Buffers bufs_;
-    std::vector<std::shared_ptr<Request>> reqs_;
+    RequestList reqs_;
     std::shared_ptr<Execution> prev_;        // dropped once finished
     std::shared_ptr<ExecutionOwner> owner_;  // dropped once finished
     size_t step_ = 0;

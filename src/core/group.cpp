@@ -34,7 +34,7 @@ void issue(const std::vector<Recorded>& calls, size_t begin, size_t end) {
             return;
         }
         std::vector<GroupCall> parts;
-        std::vector<std::shared_ptr<Request>> reqs;
+        RequestList reqs;
         for (size_t i = begin; i < end; ++i) {
             parts.push_back(calls[i].call);
             reqs.push_back(calls[i].req);
@@ -68,7 +68,7 @@ bool group_active() { return group_depth > 0; }
 void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, const Buffers& bufs,
                const CallOptions& opts, std::shared_ptr<Request> req) {
     bool blocking = !req;
-    if (blocking) req = std::make_shared<Request>();
+    if (blocking) req = make_pooled<Request>();
     group_calls.push_back({std::move(comm), {sig, bufs}, opts, std::move(req), blocking});
 }
 

@@ -5,8 +5,10 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ccl/ccl.h"
+#include "core/pool.h"
 
 namespace ccl {
 
@@ -38,5 +40,8 @@ private:
     std::string message_;
     std::weak_ptr<Execution> execution_;
 };
+
+// The requests one execution completes (one, or a group's several).
+using RequestList = std::vector<std::shared_ptr<Request>, PoolAllocator<std::shared_ptr<Request>>>;
 
 }  // namespace ccl

@@ -10,6 +10,8 @@
 #include <functional>
 #include <utility>
 
+#include "core/pool.h"
+
 namespace ccl {
 
 // A condition a suspended task waits for.
@@ -29,9 +31,6 @@ protected:
     ~Waiter() = default;
 };
 
-void* frame_alloc(size_t bytes);
-void frame_free(void* p, size_t bytes);
-
 class Task {
 public:
     struct promise_type {
@@ -44,10 +43,9 @@ public:
         void return_void() {}
         void unhandled_exception() { error = std::current_exception(); }
 
-        // Frames come from a small per-thread cache: every collective call makes one or two,
-        // and malloc/free were a sixth of a small allreduce's instructions.
-        static void* operator new(size_t bytes) { return frame_alloc(bytes); }
-        static void operator delete(void* p, size_t bytes) { frame_free(p, bytes); }
+        // Every collective call makes one or two frames.
+        static void* operator new(size_t bytes) { return pool_alloc(bytes); }
+        static void operator delete(void* p, size_t bytes) { pool_free(p, bytes); }
     };
     using Handle = std::coroutine_handle<promise_type>;
 

@@ -20,10 +20,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
                       ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
-    // Small messages come here: no heap for the sources while they fit the stack.
-    const void* stack_srcs[16];
-    std::vector<const void*> heap_srcs(n > 16 ? size_t(n) : 0);
-    const void** srcs = n > 16 ? heap_srcs.data() : stack_srcs;
+    PerRank<const void*> srcs(n);
     if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
         const int me = arena.rank();
         arena.begin_round(sig, count * esize);
@@ -31,9 +28,9 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         arena.publish_eager(send, count * esize);
         for (int r = 0; r < n; ++r) {
             if (r != me) co_await arena.eager_ready(r);
-            srcs[size_t(r)] = arena.peer_eager(r);
+            srcs[r] = arena.peer_eager(r);
         }
-        reduce(recv, srcs, n, count, dtype, op, n);
+        reduce(recv, srcs.data(), n, count, dtype, op, n);
         arena.done();
         co_return;
     }
@@ -44,8 +41,8 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r) srcs[size_t(r)] = arena.peer_buffer(r);
-        reduce(static_cast<char*>(recv) + off * esize, srcs, n, c, dtype, op, n);
+        for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
+        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
 }
@@ -63,11 +60,10 @@ Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<Allred
     }
     arena.ready();
     co_await arena.all_ready();
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    PerRank<const void*> srcs(n);
     off = 0;
     for (const AllreducePart& p : parts) {
-        for (int r = 0; r < n; ++r)
-            srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + off;
+        for (int r = 0; r < n; ++r) srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + off;
         reduce(p.recv, srcs.data(), n, p.count, p.dtype, p.op, n);
         off += packed_size(p.count * dtype_size(p.dtype));
     }
@@ -79,7 +75,7 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
     const bool stream = count * esize >= kStreamMinBytes;
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    PerRank<const void*> srcs(n);
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         auto [lo, hi] = slice(c, esize, me, n);
@@ -90,7 +86,7 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
-            srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+            srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
         co_await arena.buffer_free(1);
         reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
                op, n);
@@ -133,7 +129,7 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     co_await arena.buffer_free(1);
     char* scratch = static_cast<char*>(arena.own_buffer(1));
     const size_t piece = arena.buffer_size() / size_t(std::max(n - 1, 1)) / 64 * 64;
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    PerRank<const void*> srcs(n);
     char* out = static_cast<char*>(recv);
     for (size_t at = lo * esize; at < hi * esize; at += piece) {
         const size_t len = std::min(piece, hi * esize - at);
@@ -142,9 +138,9 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
             const int r = (me + i) % n;
             char* into = scratch + size_t(i - 1) * piece;
             cma_read(arena.peer_pid(r), into, peer_send[size_t(r)] + at, len);
-            srcs[size_t(r)] = into;
+            srcs[r] = into;
         }
-        srcs[size_t(me)] = static_cast<const char*>(send) + at;
+        srcs[me] = static_cast<const char*>(send) + at;
         reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);  // in rank order, as rsag
     }
     arena.done();

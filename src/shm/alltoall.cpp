@@ -86,8 +86,9 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     // exchanges then take one round with nothing to publish after it.
     const bool lane = Layout::piece_bytes(Arena::kLaneBytes, n) > 0;
     const Layout first = lane ? Layout(Arena::kLaneBytes, n) : full;
-    const std::vector<size_t> sdispl = byte_offsets(sendcounts, un, esize);
-    const std::vector<size_t> rdispl = byte_offsets(recvcounts, un, esize);
+    PerRank<size_t> sdispl(un + 1), rdispl(un + 1);
+    byte_offsets(sendcounts, un, esize, sdispl.data());
+    byte_offsets(recvcounts, un, esize, rdispl.data());
     const char* in = static_cast<const char*>(send);
     char* out = static_cast<char*>(recv);
     // In place, peers reading single-copy would see blocks this rank already overwrote.

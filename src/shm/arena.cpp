@@ -169,9 +169,15 @@ Arena::Word Arena::flag_word(int r) const {
 }
 
 void Arena::publish(Word w, uint32_t value) {
-    // seq_cst store then load: either a sleeper sees the new value before sleeping, or we see it
-    // registered and wake it (the futex itself rechecks the value atomically).
-    w.value->store(value, std::memory_order_seq_cst);
+    // Store then load, ordered: either a sleeper sees the new value before sleeping, or we see it
+    // registered and wake it (the futex itself rechecks the value atomically). The order costs a
+    // full fence here, or, with asymmetric fences, the sleeper's heavy_fence (shm/wait.h).
+    if (asymmetric_fences()) {
+        w.value->store(value, std::memory_order_release);
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
+    } else {
+        w.value->store(value, std::memory_order_seq_cst);
+    }
     if (w.waiters->load(std::memory_order_seq_cst) != 0) futex_wake_all(w.value);
 }
 
@@ -276,6 +282,7 @@ void Arena::block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag) 
 
 void Arena::sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max) {
     w.waiters->fetch_add(1, std::memory_order_seq_cst);
+    heavy_fence();  // orders the publishers that skipped their fence (see publish)
     uint32_t v = w.value->load(std::memory_order_seq_cst);
     if (!reached(v, target)) futex_wait(w.value, v, max);
     w.waiters->fetch_sub(1, std::memory_order_seq_cst);

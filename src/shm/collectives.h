@@ -13,6 +13,27 @@
 
 namespace ccl::shm {
 
+// A value per rank (a reduction's inputs, block offsets): held in place (in the coroutine's
+// frame) up to 17 values, on the heap beyond, so that a small collective allocates nothing.
+template <class T>
+class PerRank {
+public:
+    explicit PerRank(size_t n)
+        : heap_(n > kInPlace ? n : 0), p_(n > kInPlace ? heap_.data() : in_place_) {}
+    PerRank(const PerRank&) = delete;
+    PerRank& operator=(const PerRank&) = delete;
+    T& operator[](size_t i) { return p_[i]; }
+    const T& operator[](size_t i) const { return p_[i]; }
+    T* data() { return p_; }
+    const T* data() const { return p_; }
+
+private:
+    static constexpr size_t kInPlace = 17;  // 16 ranks' offsets and their end
+    T in_place_[kInPlace];
+    std::vector<T> heap_;
+    T* p_;
+};
+
 // Small messages: every rank copies its input in, then reduces all ranks' buffers itself.
 // One synchronisation per chunk.
 Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
@@ -82,9 +103,13 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
 
 // Where each of n packed blocks of counts[r] elements starts, in bytes, and (entry n) where they
 // end.
-inline std::vector<size_t> byte_offsets(const size_t* counts, size_t n, size_t esize) {
-    std::vector<size_t> at(n + 1, 0);
+inline void byte_offsets(const size_t* counts, size_t n, size_t esize, size_t* at) {
+    at[0] = 0;
     for (size_t r = 0; r < n; ++r) at[r + 1] = at[r] + counts[r] * esize;
+}
+inline std::vector<size_t> byte_offsets(const size_t* counts, size_t n, size_t esize) {
+    std::vector<size_t> at(n + 1);
+    byte_offsets(counts, n, esize, at.data());
     return at;
 }
 

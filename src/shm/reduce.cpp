@@ -13,7 +13,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype),
                  chunk = std::min(arena.buffer_size(), cache_piece_bytes()) / esize;
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    PerRank<const void*> srcs(n);
     if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
         arena.begin_round(sig, count * esize);
         if (arena.rank() != root) {
@@ -22,7 +22,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
         } else {
             for (int r = 0; r < n; ++r) {
                 if (r != root) co_await arena.eager_ready(r);
-                srcs[size_t(r)] = r == root ? send : arena.peer_eager(r);
+                srcs[r] = r == root ? send : arena.peer_eager(r);
             }
             reduce(recv, srcs.data(), n, count, dtype, op, n);
         }
@@ -40,7 +40,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
         }
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r) srcs[size_t(r)] = arena.peer_buffer(r);
+        for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
@@ -51,7 +51,7 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype),
                  chunk = std::min(arena.buffer_size(), cache_piece_bytes()) / esize;
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    PerRank<const void*> srcs(n);
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         auto [lo, hi] = slice(c, esize, me, n);
@@ -62,7 +62,7 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
-            srcs[size_t(r)] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+            srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
         co_await arena.buffer_free(1);
         reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
                op, n);

@@ -18,7 +18,7 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
     const bool lane = size_t(n) * count * esize <= Arena::kLaneBytes;
     const size_t piece = lane ? count : std::max<size_t>(1, per_peer / esize);
     const char* in = static_cast<const char*>(send);
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    PerRank<const void*> srcs(n);
     for (size_t off = 0; off < count; off += piece) {
         size_t c = std::min(piece, count - off);
         arena.begin_round(sig, lane ? size_t(n) * count * esize : SIZE_MAX);
@@ -32,9 +32,9 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
-            srcs[size_t(r)] = r == me ? in + (size_t(me) * count + off) * esize
-                                      : static_cast<const char*>(arena.peer_buffer(r)) +
-                                            size_t(me) * piece * esize;
+            srcs[r] = r == me ? in + (size_t(me) * count + off) * esize
+                              : static_cast<const char*>(arena.peer_buffer(r)) +
+                                    size_t(me) * piece * esize;
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }

@@ -1,12 +1,14 @@
 #include "shm/wait.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -29,6 +31,21 @@ WaitPolicy wait_policy(int local_ranks) {
     static const int cpus = usable_cpus();
     if (local_ranks <= cpus) return {4000, 200};
     return {64, 50};
+}
+
+bool detect_asymmetric_fences() {
+    constexpr long kNeed =
+        MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    // Registered before this process publishes anything: from then on other processes' sleepers
+    // reach it. A seccomp profile that forbids membarrier makes the query fail: full fences.
+    return cmds > 0 && (cmds & kNeed) == kNeed &&
+           syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) == 0;
+}
+
+void heavy_fence() {
+    if (!asymmetric_fences() || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) != 0)
+        std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 bool process_alive(int pid) {

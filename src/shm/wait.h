@@ -20,6 +20,21 @@ WaitPolicy wait_policy(int local_ranks);
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout);
 void futex_wake_all(std::atomic<uint32_t>* word);
 
+// Publishing a value a peer may sleep on takes a full fence between the store and the look at
+// the sleepers' count (Dekker): otherwise a sleeper that counted itself just then could miss the
+// value and sleep through it. That fence waits for the store's cache line to come over from the
+// peer polling it, on the path of every small call. Where the kernel has an expedited global
+// membarrier, the sleepers pay instead (asymmetric fences): a process registered for it publishes
+// with a plain store, and a sleeper forces a fence on every running registered process before its
+// last look. Decided once per process; a sleeper without it still wakes within its bounded sleep.
+bool detect_asymmetric_fences();
+inline bool asymmetric_fences() {
+    static const bool on = detect_asymmetric_fences();
+    return on;
+}
+// The sleeper's side: after counting itself among the sleepers, before its last look.
+void heavy_fence();
+
 // Whether process `pid` still runs: false once it is gone or a zombie (dead, not yet reaped by its
 // parent: a launcher that is slow to reap must not hide a dead peer).
 bool process_alive(int pid);

@@ -1,4 +1,4 @@
-#include "core/task.h"
+#include "core/pool.h"
 
 #include <new>
 
@@ -6,26 +6,25 @@ namespace ccl {
 
 namespace {
 
-// Frames by size class (multiples of 256 bytes up to 4 KiB), a few per class and thread. A frame
-// freed on another thread than the one that made it (a worker finishing a caller's task) joins
-// the freeing thread's cache.
-constexpr size_t kClassBytes = 256, kClasses = 16, kPerClass = 4;
+// Size classes of 256 bytes up to 4 KiB, eight blocks per class and thread: a nonblocking call
+// holds a request, its list, an execution and a frame or two at once.
+constexpr size_t kClassBytes = 256, kClasses = 16, kPerClass = 8;
 
 // Trivially destructible and constant-initialized, so that reaching it costs no per-access
 // initialization check; a separate thread-local, touched once per thread, frees it at exit.
-struct FrameCache {
+struct Cache {
     void* slots[kClasses][kPerClass];
     int count[kClasses];
 };
 
 enum class CacheState : unsigned char { unused, live, gone };
 
-thread_local FrameCache cache{};
+thread_local Cache cache{};
 thread_local CacheState cache_state = CacheState::unused;
 
 struct CacheCleanup {
     ~CacheCleanup() {
-        cache_state = CacheState::gone;  // frames freed after this go straight to the heap
+        cache_state = CacheState::gone;  // blocks freed after this go straight to the heap
         for (size_t c = 0; c < kClasses; ++c)
             for (int i = 0; i < cache.count[c]; ++i) ::operator delete(cache.slots[c][i]);
     }
@@ -34,7 +33,7 @@ struct CacheCleanup {
 };
 thread_local CacheCleanup cleanup;
 
-// Sanitizers check frames best when every frame is its own allocation.
+// Sanitizers check blocks best when every block is its own allocation.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kCache = false;
 #else
@@ -43,7 +42,7 @@ constexpr bool kCache = true;
 
 }  // namespace
 
-void* frame_alloc(size_t bytes) {
+void* pool_alloc(size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
     if (kCache && c > 0 && c <= kClasses && cache_state == CacheState::live) {
         int& n = cache.count[c - 1];
@@ -53,7 +52,7 @@ void* frame_alloc(size_t bytes) {
     return ::operator new(sized ? c* kClassBytes : bytes);
 }
 
-void frame_free(void* p, size_t bytes) {
+void pool_free(void* p, size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
     if (kCache && c > 0 && c <= kClasses && cache_state != CacheState::gone) {
         if (cache_state == CacheState::unused) {

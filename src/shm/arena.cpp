@@ -21,7 +21,7 @@ constexpr size_t kPage = 4096;
 constexpr auto kMaxSleep = std::chrono::milliseconds(50);  // bounds every futex sleep
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 // Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1).
-constexpr int kSigs = 16;
+constexpr int kSigs = 64;
 static_assert(kSigs >= Arena::kLanes);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -40,7 +40,7 @@ struct Arena::Header {
     // nranks pids follow (see pid()), for peer-liveness checks
 };
 
-// One cache-line pair per rank, so that a rank's stores never disturb another rank's flag.
+// Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.
 struct alignas(128) Arena::Flag {
     std::atomic<uint32_t> seq;         // 2e-1: ready in round e, 2e: done with round e
     std::atomic<uint32_t> waiters;     // peers sleeping on seq's futex
@@ -50,7 +50,7 @@ struct alignas(128) Arena::Flag {
 size_t Arena::header_bytes(int nranks) {
     return round_up(sizeof(Arena::Header) + sizeof(std::atomic<int32_t>) * size_t(nranks), kPage);
 }
-size_t Arena::flags_bytes(int nranks) { return round_up(128 * size_t(nranks), kPage); }
+size_t Arena::flags_bytes(int nranks) { return round_up(sizeof(Flag) * size_t(nranks), kPage); }
 
 size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
     return header_bytes(nranks) + flags_bytes(nranks) +
@@ -70,7 +70,7 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       data_offset_(header_bytes(nranks) + flags_bytes(nranks)),
       lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),
       eager_offset_(lanes_offset_ + round_up(size_t(nranks) * kLanes * kLaneBytes, kPage)) {
-    static_assert(sizeof(Flag) == 128);
+    static_assert(sizeof(Flag) % 128 == 0);
     static_assert(sizeof(EagerLine) == 64);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
         throw Error(CCL_ERROR_INTERNAL,

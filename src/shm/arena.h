@@ -13,7 +13,9 @@
 // A round whose data fits kLaneBytes uses lane e % kLanes instead, free once every rank is done
 // with round e - kLanes: a rank that only writes (a broadcast's root, a reduce's non-roots)
 // finishes up to kLanes small rounds ahead of its slowest reader, the way an eager FIFO lets MPI's
-// senders run ahead, which matters most when ranks outnumber cores.
+// senders run ahead, which matters most when ranks outnumber cores: there every switch between a
+// core's ranks costs microseconds, and 64 lanes make a third as many as 16 did (broadcast of 8 B,
+// 4 and 8 ranks on 2 cores: 1.0 -> 0.33 and 3.5 -> 1.1 us).
 //
 // A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
 // it in an eager line: the data, the round and the signature in one cache line that the readers
@@ -43,7 +45,7 @@ class Arena {
 public:
     class Flags;
 
-    static constexpr int kLanes = 16;
+    static constexpr int kLanes = 64;
     static constexpr size_t kLaneBytes = 8192;
     static constexpr size_t kEagerBytes = 56;
     static size_t bytes_needed(int nranks, size_t buffer_size);

@@ -86,6 +86,8 @@ TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
     auto arenas = make_arenas(n, 4096, 30);
     std::atomic<bool> root_ahead{false}, readers_go{false}, root_blocked_done{false};
     std::atomic<int> wrong{0};
+    // Sizes from 4 bytes (eager) to lanes, each in one round (the buffers hold 4096 bytes).
+    auto count_of = [](int it) { return size_t(1 + it * 1000 / ahead); };
     on_every_rank(n, [&](int r) {
         Arena& a = *arenas[size_t(r)];
         auto bcast = [&](int it, size_t count) {
@@ -95,7 +97,7 @@ TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
                 if (v != it * 7) ++wrong;
         };
         if (r == 0) {
-            for (int it = 0; it < ahead; ++it) bcast(it, size_t(1 + it * 20));
+            for (int it = 0; it < ahead; ++it) bcast(it, count_of(it));
             root_ahead = true;
             // One more needs the readers to be done with the first.
             std::thread late([&] {
@@ -108,7 +110,7 @@ TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
             late.join();
         } else {
             while (!readers_go) std::this_thread::yield();
-            for (int it = 0; it <= ahead; ++it) bcast(it, it == ahead ? 3 : size_t(1 + it * 20));
+            for (int it = 0; it <= ahead; ++it) bcast(it, it == ahead ? 3 : count_of(it));
         }
         // Lanes and halves mixed, and a reduce whose non-roots run ahead.
         for (int it = 0; it < 40; ++it) {

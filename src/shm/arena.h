@@ -14,8 +14,8 @@
 // with round e - kLanes: a rank that only writes (a broadcast's root, a reduce's non-roots)
 // finishes up to kLanes small rounds ahead of its slowest reader, the way an eager FIFO lets MPI's
 // senders run ahead, which matters most when ranks outnumber cores: there every switch between a
-// core's ranks costs microseconds, and 64 lanes make a third as many as 16 did (broadcast of 8 B,
-// 4 and 8 ranks on 2 cores: 1.0 -> 0.33 and 3.5 -> 1.1 us).
+// core's ranks costs microseconds, and with 64 lanes a writer stops for its readers a quarter as
+// often as with 16 (broadcast of 8 B, 4 and 8 ranks on 2 cores: 1.0 -> 0.33 and 3.5 -> 1.1 us).
 //
 // A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
 // it in an eager line: the data, the round and the signature in one cache line that the readers

@@ -20,8 +20,9 @@ constexpr uint64_t kMagic = 0x63636c2d61726e31ull;  // "ccl-arn1"
 constexpr size_t kPage = 4096;
 constexpr auto kMaxSleep = std::chrono::milliseconds(50);  // bounds every futex sleep
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
-// Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1).
-constexpr int kSigs = 64;
+// Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1);
+// the last kNearSigs also beside the flag, in its cache line, which a peer reads anyway.
+constexpr int kSigs = 64, kNearSigs = 14;
 static_assert(kSigs >= Arena::kLanes);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -42,9 +43,10 @@ struct Arena::Header {
 
 // Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.
 struct alignas(128) Arena::Flag {
-    std::atomic<uint32_t> seq;         // 2e-1: ready in round e, 2e: done with round e
-    std::atomic<uint32_t> waiters;     // peers sleeping on seq's futex
-    std::atomic<uint32_t> sig[kSigs];  // the collective's signature of round e at [e % kSigs]
+    std::atomic<uint32_t> seq;                     // 2e-1: ready in round e, 2e: done with round e
+    std::atomic<uint32_t> waiters;                 // peers sleeping on seq's futex
+    std::atomic<uint32_t> near[kNearSigs];         // the signature of round e at [e % kNearSigs]
+    alignas(64) std::atomic<uint32_t> sig[kSigs];  // and at [e % kSigs]
 };
 
 size_t Arena::header_bytes(int nranks) {
@@ -112,7 +114,9 @@ void Arena::begin_round(uint32_t signature, size_t bytes) {
     signature_ = signature;
     lane_round_ = bytes <= kLaneBytes;
     was_ready_ = false;
-    flag(rank_).sig[round_ % kSigs].store(signature, std::memory_order_release);
+    Flag& f = flag(rank_);
+    f.near[round_ % kNearSigs].store(signature, std::memory_order_release);
+    f.sig[round_ % kSigs].store(signature, std::memory_order_release);
 }
 
 void* Arena::peer_buffer(int peer, int ahead) const {
@@ -199,15 +203,19 @@ void Arena::done() {
 
 void Arena::check_signature(int r, uint32_t seen) {
     // The peer stores its signature for round e before it publishes anything in round e, and
-    // overwrites it when it starts round e + kSigs, after it published something for round
-    // e + kSigs - 1 (its ready or its done: every round publishes one or both). Check only in
-    // between.
+    // overwrites it in a ring of k when it starts round e + k, after it published something for
+    // round e + k - 1 (its ready or its done: every round publishes one or both). Check only in
+    // between: from the near ring when the peer is not that far ahead (no miss beyond the
+    // flag's), else from the long one.
     if (!reached(seen, uint32_t(2 * round_ - 1))) return;
     Flag& f = flag(r);
-    uint32_t sig = f.sig[round_ % kSigs].load(std::memory_order_acquire);
-    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + kSigs - 1) - 1)))
+    for (auto [ring, k] : {std::pair{f.near, kNearSigs}, std::pair{f.sig, kSigs}}) {
+        uint32_t sig = ring[round_ % uint64_t(k)].load(std::memory_order_acquire);
+        if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + k - 1) - 1)))
+            continue;  // overwritten, perhaps
+        if (sig != signature_) fail_mismatch(r);
         return;
-    if (sig != signature_) fail_mismatch(r);
+    }
 }
 
 Arena::Flags Arena::buffer_free(int ahead) {

@@ -58,7 +58,7 @@ size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
     return header_bytes(nranks) + flags_bytes(nranks) +
            size_t(nranks) * 2 * round_up(buffer_size, kPage) +
            round_up(size_t(nranks) * kLanes * kLaneBytes, kPage) +
-           round_up(size_t(nranks) * kLanes * sizeof(EagerLine), kPage);
+           round_up(size_t(nranks) * kLanes * sizeof(EagerSlot), kPage);
 }
 
 Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init)
@@ -73,7 +73,7 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),
       eager_offset_(lanes_offset_ + round_up(size_t(nranks) * kLanes * kLaneBytes, kPage)) {
     static_assert(sizeof(Flag) % 128 == 0);
-    static_assert(sizeof(EagerLine) == 64);
+    static_assert(sizeof(EagerSlot) == 256);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
         throw Error(CCL_ERROR_INTERNAL,
                     "shared-memory arena " + seg_.name() + " has the wrong size");
@@ -113,6 +113,7 @@ void Arena::begin_round(uint32_t signature, size_t bytes) {
     ++round_;
     signature_ = signature;
     lane_round_ = bytes <= kLaneBytes;
+    round_bytes_ = bytes;
     was_ready_ = false;
     Flag& f = flag(rank_);
     f.near[round_ % kNearSigs].store(signature, std::memory_order_release);
@@ -130,22 +131,22 @@ void* Arena::peer_buffer(int peer, int ahead) const {
 
 std::atomic<uint32_t>& Arena::flag_waiters(int r) const { return flag(r).waiters; }
 
-Arena::EagerLine* Arena::eager_line(int r) const {
-    return reinterpret_cast<EagerLine*>(static_cast<char*>(seg_.data()) + eager_offset_) +
+Arena::EagerSlot* Arena::eager_slot(int r) const {
+    return reinterpret_cast<EagerSlot*>(static_cast<char*>(seg_.data()) + eager_offset_) +
            size_t(r) * kLanes + round_ % kLanes;
 }
 
 void Arena::publish_eager(const void* data, size_t bytes) {
-    EagerLine* line = eager_line(rank_);
-    std::memcpy(line->data, data, bytes);
-    line->signature = signature_;
+    EagerSlot* slot = eager_slot(rank_);
+    std::memcpy(slot->data, data, bytes);
+    slot->signature = signature_;
     // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
-    publish({&line->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
+    publish({&slot->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
 }
 
 Arena::EagerWatch Arena::eager_ready(int peer) { return EagerWatch(*this, peer); }
 
-bool Arena::eager_or_mismatch(int peer, EagerLine* line) {
+bool Arena::eager_or_mismatch(int peer, EagerSlot* slot) {
     // A peer that ran another collective may wait on this rank's flag, which an eager round
     // publishes only at its end: publish it now (ready: done with the previous round), so that
     // it sees the mismatch too.
@@ -153,8 +154,8 @@ bool Arena::eager_or_mismatch(int peer, EagerLine* line) {
     const uint32_t seen = flag(peer).seq.load(std::memory_order_acquire);
     if (!reached(seen, uint32_t(2 * round_ - 1))) return false;
     check_signature(peer, seen);  // a collective with another signature: throws
-    // The line is published before the flag: seen now, or never for this round.
-    if (reached(line->round.load(std::memory_order_acquire), uint32_t(round_))) return true;
+    // The slot is published before the flag: seen now, or never for this round.
+    if (reached(slot->round.load(std::memory_order_acquire), uint32_t(round_))) return true;
     fail_mismatch(peer);
 }
 
@@ -271,10 +272,11 @@ bool Arena::test_flag(int r, uint32_t target, WaitClock& clock) {
     return true;
 }
 
-template <class Test>
-void Arena::block_on(Word w, uint32_t target, Test test) {
+template <class Test, class Touch>
+void Arena::block_on(Word w, uint32_t target, Test test, Touch touch) {
     auto seen = [&] { return reached(w.value->load(std::memory_order_acquire), target); };
     for (int i = 0; i < policy_.spins; ++i) {
+        touch();
         if (seen()) break;
         cpu_relax();
     }
@@ -283,9 +285,10 @@ void Arena::block_on(Word w, uint32_t target, Test test) {
 }
 
 void Arena::block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag) {
-    block_on(w, target, [&] {
-        return is_flag ? test_flag(w.owner, target, clock) : test_word(w, target, clock);
-    });
+    block_on(
+        w, target,
+        [&] { return is_flag ? test_flag(w.owner, target, clock) : test_word(w, target, clock); },
+        [] {});
 }
 
 void Arena::sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max) {
@@ -319,15 +322,23 @@ Waiter::Sleeper Arena::Flags::sleeper() {
 }
 
 bool Arena::EagerWatch::poll(bool look_at_flag) {
+    touch();
     if (arena_.test_word(word_, target_, clock_)) {
-        if (line_->signature != arena_.signature_) arena_.fail_mismatch(peer_);
+        if (slot_->signature != arena_.signature_) arena_.fail_mismatch(peer_);
         return true;
     }
-    return look_at_flag && arena_.eager_or_mismatch(peer_, line_) && poll(false);
+    return look_at_flag && arena_.eager_or_mismatch(peer_, slot_) && poll(false);
+}
+
+void Arena::EagerWatch::touch() const {
+    // A prefetch, not a load: the writer may be filling the line (no data race).
+    for (int l = 1; l < lines_; ++l)
+        __builtin_prefetch(reinterpret_cast<const char*>(slot_) + 64 * l);
 }
 
 void Arena::EagerWatch::block() {
-    arena_.block_on(word_, target_, [this] { return poll(true); });
+    arena_.block_on(
+        word_, target_, [this] { return poll(true); }, [this] { touch(); });
 }
 
 void Arena::Flags::await_resume() {
@@ -381,10 +392,10 @@ void Arena::abort() noexcept {
     mark_failed(CCL_ERROR_ABORTED);
     // Sleepers re-check at their next wake (a futex sleep lasts at most kMaxSleep anyway): wake
     // them now, in this process and the peers, which then see the failed header.
-    auto* lines = reinterpret_cast<EagerLine*>(static_cast<char*>(seg_.data()) + eager_offset_);
+    auto* slots = reinterpret_cast<EagerSlot*>(static_cast<char*>(seg_.data()) + eager_offset_);
     for (int r = 0; r < nranks_; ++r) {
         futex_wake_all(flag_word(r).value);
-        for (int l = 0; l < kLanes; ++l) futex_wake_all(&lines[r * kLanes + l].round);
+        for (int l = 0; l < kLanes; ++l) futex_wake_all(&slots[r * kLanes + l].round);
     }
 }
 

@@ -18,9 +18,11 @@
 // often as with 16 (broadcast of 8 B, 4 and 8 ranks on 2 cores: 1.0 -> 0.33 and 3.5 -> 1.1 us).
 //
 // A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
-// it in an eager line: the data, the round and the signature in one cache line that the readers
-// wait on, so that the data crosses between the cores with the news of it (one cache miss where
-// the flag and then the lane cost two). Eager lines are used like the lanes (line e % kLanes);
+// it in an eager slot: the round and the signature, then the data, in up to four cache lines that
+// the readers wait on, so that the data crosses between the cores with the news of it (one cache
+// miss where the flag and then the lane cost two: the first line carries the round and 56 bytes,
+// and a reader pulls the slot's further lines while it polls the first, so their misses overlap).
+// Eager slots are used like the lanes (slot e % kLanes);
 // every rank still publishes its flag (done) at the end of the round, and earlier if a wait drags
 // on (see EagerWatch), for a peer that disagrees on the collective and waits on it.
 //
@@ -47,7 +49,7 @@ public:
 
     static constexpr int kLanes = 64;
     static constexpr size_t kLaneBytes = 8192;
-    static constexpr size_t kEagerBytes = 56;
+    static constexpr size_t kEagerBytes = 248;  // an eager slot's data: 4 lines less a header
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
@@ -86,7 +88,7 @@ public:
     // Eager rounds (see above; begin_round with bytes <= kEagerBytes). The writer co_awaits
     // buffer_free(), publishes its data (publish_eager, instead of ready) and is then done(); a
     // reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
-    const void* peer_eager(int peer) const { return eager_line(peer)->data; }
+    const void* peer_eager(int peer) const { return eager_slot(peer)->data; }
     void publish_eager(const void* data, size_t bytes);
     class EagerWatch;
     EagerWatch eager_ready(int peer);
@@ -133,15 +135,15 @@ public:
 private:
     struct Header;
     struct Flag;
-    struct alignas(64) EagerLine {
+    struct alignas(64) EagerSlot {
         std::atomic<uint32_t> round;  // the low bits of the round that published it
         uint32_t signature;
         char data[kEagerBytes];
     };
-    EagerLine* eager_line(int r) const;  // rank r's line of the current round
+    EagerSlot* eager_slot(int r) const;  // rank r's slot of the current round
     // The peer published its flag in this round but no eager data: a mismatch (throws), unless
     // the data is there after all (true). Publishes this rank's flag first.
-    bool eager_or_mismatch(int peer, EagerLine* line);
+    bool eager_or_mismatch(int peer, EagerSlot* slot);
     [[noreturn]] void fail_mismatch(int peer);  // `peer` ran another collective in this round
     // When a wait started and when to look at the peer's pid next.
     struct WaitClock {
@@ -162,9 +164,9 @@ private:
     bool test_flag(int r, uint32_t target, WaitClock& clock);  // test_word + signature check
     // Blocks until the word reaches `target` (spin, yield, futex) or test_word throws.
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);
-    // The same with `test` deciding (it may throw).
-    template <class Test>
-    void block_on(Word w, uint32_t target, Test test);
+    // The same with `test` deciding (it may throw); `touch` runs with every spin.
+    template <class Test, class Touch>
+    void block_on(Word w, uint32_t target, Test test, Touch touch);
     static void sleep_on_word(Word w, uint32_t target, std::chrono::nanoseconds max);
     void check_peers_failed() {  // throws if another rank marked the arena failed
         if (any_failure()) fail_if_peer_failed();
@@ -187,6 +189,7 @@ private:
     std::atomic<uint64_t>* failed_word_;  // the shared header's "failed"
     uint64_t round_ = 0;                  // the current round (1-based once started)
     bool lane_round_ = false;             // the current round uses a lane
+    size_t round_bytes_ = 0;              // begin_round's `bytes`
     bool was_ready_ = false;              // this rank published ready in the current round
     uint64_t known_done_ = 0;             // every rank is known to be done with rounds <= this
     uint32_t signature_ = 0;
@@ -252,16 +255,17 @@ protected:
     WaitClock clock_;
 };
 
-// Waits until a peer's eager line carries this round. While it waits, it also looks at the peer's
+// Waits until a peer's eager slot carries this round. While it waits, it also looks at the peer's
 // flag now and then: a peer that ran another collective in this round publishes its flag but no
 // eager data, which is a mismatch (an error) rather than a wait until the deadline.
 class Arena::EagerWatch final : public Watch {
 public:
     EagerWatch(Arena& arena, int peer)
-        : Watch(arena, {&arena.eager_line(peer)->round, &arena.flag_waiters(peer), peer},
+        : Watch(arena, {&arena.eager_slot(peer)->round, &arena.flag_waiters(peer), peer},
                 uint32_t(arena.round_)),
           peer_(peer),
-          line_(arena.eager_line(peer)) {}
+          slot_(arena.eager_slot(peer)),
+          lines_(int((arena.round_bytes_ + offsetof(EagerSlot, data) + 63) / 64)) {}
 
     // The peer's flag is looked at on every 64th poll only: its line would otherwise bounce
     // between the cores.
@@ -270,9 +274,11 @@ public:
 
 private:
     bool poll(bool look_at_flag);
+    void touch() const;  // pulls the slot's further lines (their misses overlap the first's)
 
     int peer_;
-    EagerLine* line_;
+    EagerSlot* slot_;
+    int lines_;  // cache lines the round's data spans
     uint32_t polls_ = 0;
 };
 

@@ -39,9 +39,10 @@ size_t check_allreduce(const void* recv, size_t count, ccl_datatype_t t, ccl_red
     return wrong;
 }
 
-// Sizes on both sides of the direct/rsag threshold and of the shared-memory buffer (the tests
-// run with CCL_SHM_BUFFER_SIZE=64K, so the largest ones take several chunks).
-const size_t kCounts[] = {0, 1, 3, 17, 1000, 4097, 40001, 70001};
+// Sizes on both sides of the eager slot (31 x 8 B fills it), of the direct/rsag threshold and of
+// the shared-memory buffer (the tests run with CCL_SHM_BUFFER_SIZE=64K, so the largest ones take
+// several chunks).
+const size_t kCounts[] = {0, 1, 3, 17, 31, 1000, 4097, 40001, 70001};
 
 TEST(Allreduce, EveryTypeOpAndSize) {
     uint64_t seed = 1;

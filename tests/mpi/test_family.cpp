@@ -21,7 +21,7 @@ namespace {
 Ctx world() { return Ctx{g_comm, g_rank, g_size}; }
 
 // Odd and small counts; the large ones are separate (and fewer) to keep the run short.
-const size_t kCounts[] = {0, 1, 3, 17, 1000};
+const size_t kCounts[] = {0, 1, 3, 17, 31, 1000};  // 31 x 8 B: a full eager slot
 // Element counts of messages larger than the shared-memory buffer: large_count(type)
 // (reference.h) follows CCL_SHM_BUFFER_SIZE, so that the 64K variant runs them cheaply.
 

@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -39,8 +40,14 @@ bool detect_asymmetric_fences() {
     const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
     // Registered before this process publishes anything: from then on other processes' sleepers
     // reach it. A seccomp profile that forbids membarrier makes the query fail: full fences.
-    return cmds > 0 && (cmds & kNeed) == kNeed &&
-           syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) == 0;
+    if (cmds <= 0 || (cmds & kNeed) != kNeed ||
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) != 0)
+        return false;
+    // A forked child inherits the decision but not the registration (a new address space):
+    // it registers again.
+    pthread_atfork(nullptr, nullptr,
+                   [] { syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0); });
+    return true;
 }
 
 void heavy_fence() {

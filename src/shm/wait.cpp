@@ -43,8 +43,8 @@ bool detect_asymmetric_fences() {
     if (cmds <= 0 || (cmds & kNeed) != kNeed ||
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) != 0)
         return false;
-    // A forked child inherits the decision but not the registration (a new address space):
-    // it registers again.
+    // A forked child inherits the decision; registering again makes sure that its new address
+    // space is registered too.
     pthread_atfork(nullptr, nullptr,
                    [] { syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0); });
     return true;

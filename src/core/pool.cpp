@@ -10,21 +10,22 @@ namespace {
 // holds a request, its list, an execution and a frame or two at once.
 constexpr size_t kClassBytes = 256, kClasses = 16, kPerClass = 8;
 
+enum class CacheState : unsigned char { unused, live, gone };
+
 // Trivially destructible and constant-initialized, so that reaching it costs no per-access
-// initialization check; a separate thread-local, touched once per thread, frees it at exit.
+// initialization check (and one thread-local lookup: the state lives inside); a separate
+// thread-local, touched once per thread, frees it at exit.
 struct Cache {
     void* slots[kClasses][kPerClass];
     int count[kClasses];
+    CacheState state;
 };
 
-enum class CacheState : unsigned char { unused, live, gone };
-
 thread_local Cache cache{};
-thread_local CacheState cache_state = CacheState::unused;
 
 struct CacheCleanup {
     ~CacheCleanup() {
-        cache_state = CacheState::gone;  // blocks freed after this go straight to the heap
+        cache.state = CacheState::gone;  // blocks freed after this go straight to the heap
         for (size_t c = 0; c < kClasses; ++c)
             for (int i = 0; i < cache.count[c]; ++i) ::operator delete(cache.slots[c][i]);
     }
@@ -44,24 +45,25 @@ constexpr bool kCache = true;
 
 void* pool_alloc(size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
-    if (kCache && c > 0 && c <= kClasses && cache_state == CacheState::live) {
-        int& n = cache.count[c - 1];
-        if (n > 0) return cache.slots[c - 1][--n];
+    const bool pooled = kCache && c > 0 && c <= kClasses;  // may join a cache when freed
+    if (pooled) {
+        Cache& k = cache;
+        if (k.state == CacheState::live && k.count[c - 1] > 0)
+            return k.slots[c - 1][--k.count[c - 1]];
     }
-    const bool sized = kCache && c > 0 && c <= kClasses;  // may join a cache when freed
-    return ::operator new(sized ? c* kClassBytes : bytes);
+    return ::operator new(pooled ? c* kClassBytes : bytes);
 }
 
 void pool_free(void* p, size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
-    if (kCache && c > 0 && c <= kClasses && cache_state != CacheState::gone) {
-        if (cache_state == CacheState::unused) {
+    if (kCache && c > 0 && c <= kClasses) {
+        Cache& k = cache;
+        if (k.state == CacheState::unused) {
             cleanup.arm();  // constructs it, so that it runs at this thread's exit
-            cache_state = CacheState::live;
+            k.state = CacheState::live;
         }
-        int& n = cache.count[c - 1];
-        if (n < int(kPerClass)) {
-            cache.slots[c - 1][n++] = p;
+        if (k.state == CacheState::live && k.count[c - 1] < int(kPerClass)) {
+            k.slots[c - 1][k.count[c - 1]++] = p;
             return;
         }
     }

@@ -51,6 +51,8 @@ bool detect_asymmetric_fences() {
 }
 
 void heavy_fence() {
+    // The barrier cannot fail once registered (EINVAL/EPERM are decided at registration); were it
+    // to, a fenceless publisher could be missed, and the sleep's bound (50 ms) would end the wait.
     if (!asymmetric_fences() || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) != 0)
         std::atomic_thread_fence(std::memory_order_seq_cst);
 }

@@ -444,6 +444,19 @@ void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
     }
 }
 
+bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs) {
+    const size_t bytes = sig.count * dtype_size(sig.dtype);
+    if (fabric_ || bytes > shm::Mailbox::kInlineBytes ||
+        pending_.load(std::memory_order_acquire) != 0)
+        return false;
+    check_broken(false);  // as start() does
+    if (sig.count != last_recv_.count || sig.dtype != last_recv_.dtype) {
+        last_recv_ = sig;
+        last_recv_digest_ = sig.p2p_digest();
+    }
+    return mailbox_->try_recv(bufs.recv, bytes, last_recv_digest_, sig.root);
+}
+
 void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
     run(schedule_for(sig, {}), bufs);
 }
@@ -485,7 +498,7 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
     // The execution keeps this communicator alive until it has run. Only the user thread starts
     // work, so last_started_ needs no lock.
     auto exec = make_pooled<Execution>(std::move(schedule), bufs, std::move(reqs),
-                                            std::move(last_started_), shared_from_this());
+                                       std::move(last_started_), shared_from_this());
     for (const auto& r : exec->requests()) r->set_execution(exec);
     last_started_ = exec;
     if (idle && exec->progress()) return;  // finished already

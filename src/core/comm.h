@@ -97,12 +97,17 @@ public:
     // communicator's work is queued, else behind the queued work. Sends never queue: they wait
     // for nobody (but a free descriptor) and touch only their own mailbox state.
     void run(const std::shared_ptr<const Schedule>& schedule, const Buffers& bufs);
+    // A receive from a co-located peer whose message of at most shm::Mailbox::kInlineBytes has
+    // arrived, done at once without a plan or an execution (Mailbox::try_recv), while none of
+    // this communicator's work is queued (so that it cannot overtake an earlier receive). False:
+    // nothing happened; plan and run the call. (Sends take the general path: a send without it
+    // measured slower in a ring of 8 B messages, 0.74-0.80 against 0.69-0.75 us.)
+    bool recv_now(const CollSignature& sig, const Buffers& bufs);
     // Plans and runs a blocking call made from inside ccl.
     void run(const CollSignature& sig, const Buffers& bufs);
     // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
     // result.
-    void start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs,
-               RequestList reqs);
+    void start(std::shared_ptr<const Schedule> schedule, const Buffers& bufs, RequestList reqs);
     // Returns once none of this communicator's work is queued or running (user thread).
     void wait_idle();
 
@@ -151,6 +156,8 @@ private:
     size_t last_recent_ = 0;                       // the one found last: looked at first
     std::shared_ptr<const Schedule> last_cached_;  // the match_id cache's last answer
     std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
+    CollSignature last_recv_{CollType::recv, 0, CCL_UINT8};  // recv_now's last (caller only)
+    uint32_t last_recv_digest_ = last_recv_.p2p_digest();
 
     void unpark();  // hands a parked receive to the worker
     // An execution this communicator started has finished: its requests complete.

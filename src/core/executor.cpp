@@ -41,10 +41,13 @@ bool Execution::advance(bool blocking) {
         message = std::string("internal error: ") + e.what();
     }
     task_ = Task();
-    finished_.store(true, std::memory_order_release);
     // Once, outside the try: its own failure is not the step's. The owner is let go after.
     std::shared_ptr<ExecutionOwner> owner = std::move(owner_);
     owner->finished(*this, code, message);
+    // Only now, with the requests complete: the next execution starts once this one is finished,
+    // and a call that returns after it must find the earlier requests done (ccl_test), not in
+    // the middle of completing on another thread.
+    finished_.store(true, std::memory_order_release);
     return true;
 }
 

@@ -57,6 +57,28 @@ void divide(void* buf, size_t count, ccl_datatype_t dtype, int size) {
     ccl::reduce(buf, srcs, 1, count, dtype, CCL_AVG, size);
 }
 
+// Large messages with several ranks on every node: each of a node's L ranks takes a block of
+// the node's sum (a reduce-scatter over shared memory), allreduces it with the ranks of the same
+// local index on the other nodes (L fabric allreduces at once, each of 1/L of the data, over
+// every rank's connections), and the node's ranks gather the blocks. Blocks of count / L
+// elements; the last rank's also holds the count % L elements left over, reduced to it apart.
+Task allreduce_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
+                         ccl_datatype_t dtype, ccl_reduction_t op) {
+    const Topology& t = c.topology();
+    const int L = t.local_size(), i = t.local_rank();
+    const size_t esize = dtype_size(dtype), q = count / size_t(L), rest = count % size_t(L);
+    void* mine = at(recv, size_t(i) * q * esize);
+    CCL_NESTED(shm::reduce_scatter(c.arena(), d, send, mine, q, dtype, op));
+    if (rest > 0)
+        CCL_NESTED(local_reduce(c, d, at(send, size_t(L) * q * esize),
+                                at(recv, size_t(L) * q * esize), rest, dtype, op, L - 1));
+    transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
+    CCL_NESTED(transport::allreduce(c.fabric(), g, mine, q + (i == L - 1 ? rest : 0), dtype, op));
+    std::vector<size_t> counts(size_t(L), q);
+    counts.back() += rest;
+    CCL_NESTED(shm::allgatherv(c.arena(), d, mine, recv, counts, dtype));
+}
+
 }  // namespace
 
 Task allreduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
@@ -64,15 +86,20 @@ Task allreduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
     const size_t bytes = count * dtype_size(dtype);
-    if (t.local_size() > 1)
-        CCL_NESTED(local_reduce(c, d, send, recv, count, dtype, rop, 0));
-    else if (send != recv)
-        std::memcpy(recv, send, bytes);
-    if (t.local_rank() == 0) {
-        transport::Group g = leaders(t);
-        CCL_NESTED(transport::allreduce(c.fabric(), g, recv, count, dtype, rop));
+    if (t.local_size() > 1 && t.uniform() &&
+        bytes >= size_t(t.local_size()) * transport::kRingMinBytes) {
+        CCL_NESTED(allreduce_by_blocks(c, d, send, recv, count, dtype, rop));
+    } else {  // through the node's leader
+        if (t.local_size() > 1)
+            CCL_NESTED(local_reduce(c, d, send, recv, count, dtype, rop, 0));
+        else if (send != recv)
+            std::memcpy(recv, send, bytes);
+        if (t.local_rank() == 0) {
+            transport::Group g = leaders(t);
+            CCL_NESTED(transport::allreduce(c.fabric(), g, recv, count, dtype, rop));
+        }
+        if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, recv, bytes, 0));
     }
-    if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, recv, bytes, 0));
     if (op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 

@@ -93,11 +93,6 @@ Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig)
             }};
 }
 
-// The digest a send and its receive share: count and datatype.
-uint32_t p2p_digest(const CollSignature& sig) {
-    return CollSignature{CollType::send, sig.count, sig.dtype, CCL_SUM, 0}.digest();
-}
-
 }  // namespace
 
 Schedule plan(Communicator& comm, const CollSignature& sig) {
@@ -189,14 +184,14 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         case CollType::send:
             s.steps.push_back({"shm/send", [&box = comm.mailbox(), bytes, peer = sig.root,
                                             single_copy = comm.single_copy(),
-                                            digest = p2p_digest(sig)](const Buffers& b) {
+                                            digest = sig.p2p_digest()](const Buffers& b) {
                                    return box.send(b.send, bytes, digest, peer, single_copy);
                                }});
             break;
         case CollType::recv:
             s.steps.push_back({"shm/recv", [&box = comm.mailbox(), bytes, peer = sig.root,
                                             single_copy = comm.single_copy(),
-                                            digest = p2p_digest(sig)](const Buffers& b) {
+                                            digest = sig.p2p_digest()](const Buffers& b) {
                                    return box.recv(b.recv, bytes, digest, peer, single_copy);
                                }});
             break;

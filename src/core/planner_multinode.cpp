@@ -96,8 +96,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
         case CollType::recv: {
             const int peer = sig.root;
             const bool is_send = sig.coll == CollType::send;
-            const uint32_t digest =
-                CollSignature{CollType::send, sig.count, sig.dtype, CCL_SUM, 0}.digest();
+            const uint32_t digest = sig.p2p_digest();
             if (t.node_of(peer) == t.node()) {
                 // A co-located peer: the node's mailbox, by local rank.
                 const int lpeer = t.local_rank_of(peer);

@@ -43,20 +43,24 @@ constexpr bool kCache = true;
 
 }  // namespace
 
-void* pool_alloc(size_t bytes) {
+namespace {
+// The size class of a block (1 .. kClasses) that a cache may hold, or 0: served by the heap.
+size_t pooled_class(size_t bytes) {
     const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
-    const bool pooled = kCache && c > 0 && c <= kClasses;  // may join a cache when freed
-    if (pooled) {
-        Cache& k = cache;
-        if (k.state == CacheState::live && k.count[c - 1] > 0)
-            return k.slots[c - 1][--k.count[c - 1]];
-    }
-    return ::operator new(pooled ? c* kClassBytes : bytes);
+    return kCache && c <= kClasses ? c : 0;
+}
+}  // namespace
+
+void* pool_alloc(size_t bytes) {
+    const size_t c = pooled_class(bytes);
+    if (c == 0) return ::operator new(bytes);
+    Cache& k = cache;
+    if (k.state == CacheState::live && k.count[c - 1] > 0) return k.slots[c - 1][--k.count[c - 1]];
+    return ::operator new(c* kClassBytes);  // its class's size: it may join a cache when freed
 }
 
 void pool_free(void* p, size_t bytes) {
-    const size_t c = (bytes + kClassBytes - 1) / kClassBytes;
-    if (kCache && c > 0 && c <= kClasses) {
+    if (const size_t c = pooled_class(bytes)) {
         Cache& k = cache;
         if (k.state == CacheState::unused) {
             cleanup.arm();  // constructs it, so that it runs at this thread's exit

@@ -41,6 +41,8 @@ struct CollSignature {
     // A 32-bit digest of the fields, mixed with `salt` (the algorithm, so that ranks configured to
     // pick different algorithms fail with a mismatch instead of computing garbage).
     uint32_t digest(uint64_t salt = 0) const;
+    // The digest a send and its receive share: count and datatype.
+    uint32_t p2p_digest() const { return CollSignature{CollType::send, count, dtype}.digest(); }
     std::string describe() const;  // e.g. "allreduce(count 5, float32, sum)"
 };
 

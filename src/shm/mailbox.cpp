@@ -235,6 +235,19 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
     }
 }
 
+bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
+    const int me = arena_.rank();
+    Channel& ch = channel(peer, me);
+    const uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
+    const Desc& d = ch.ring[tail % kSlots];
+    if (d.seq.load(std::memory_order_acquire) != tail + 1 || d.offset != kInline ||
+        d.total != bytes || d.sig != sig)
+        return false;
+    if (bytes > 0) std::memcpy(buf, d.data, bytes);
+    Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail + 1);
+    return true;
+}
+
 Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy) {
     const int me = arena_.rank();
     Channel& ch = channel(peer, me);

@@ -58,6 +58,9 @@ public:
     // finds its receive offered writes straight into it.
     Task send(const void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
     Task recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
+    // A receive at once, without a coroutine, when its message has arrived whole in its
+    // descriptor (at most kInlineBytes) and matches. False: nothing happened (call recv).
+    bool try_recv(void* buf, size_t bytes, uint32_t sig, int peer);
 
 private:
     struct Channel;

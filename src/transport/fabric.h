@@ -137,6 +137,7 @@ private:
     fid_av* av_ = nullptr;
     fid_ep* ep_ = nullptr;
     bool mr_local_ = false;  // the provider wants local buffers registered
+    size_t inject_max_ = 0;  // sends up to this size go inline (fi_tinject)
     std::vector<uint64_t> addrs_;
     std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer
     // The receive of a failure notice from any rank, posted by connect().

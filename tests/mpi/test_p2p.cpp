@@ -1,7 +1,8 @@
 // Point to point: rings of blocking sends and receives, exchanges where both sides send first
 // (8 MiB, which would deadlock if a send waited for its receiver), many messages to one peer
 // received in order, more messages than a channel's ring holds, sending to oneself, nonblocking
-// receives posted before the matching send (waited, polled or freed unwaited), sends and receives
+// receives posted before the matching send (waited, polled or freed unwaited), small messages that
+// arrived before their receive (not overtaking a receive still posted), sends and receives
 // in a group, count 0, every datatype, the send buffer reusable once a send returns, p2p
 // interleaved with collectives, a receive whose count or datatype differs from the send (refused on
 // the receiver, the communicator still works), a sender destroying its communicator right after its
@@ -201,6 +202,48 @@ TEST(P2P, ReceivesPostedBeforeSends) {
         EXPECT_EQ(check_block(in[size_t(k)].data(), in[size_t(k)].size(), CCL_INT32, left(),
                               500 + uint64_t(k), 0, "posted receive " + std::to_string(k)),
                   0u);
+}
+
+// Small messages that arrived before their receive is called are taken at once (Mailbox::
+// try_recv), also by a nonblocking receive. But not past a receive
+// still posted from the same peer: with receive A waiting, messages 1 and 2 arrive, and a blocking
+// receive B must get message 2, not the one already there first.
+TEST(P2P, ArrivedMessagesAndAnEarlierPostedReceive) {
+    int64_t a = -1, b = -1;
+    ccl_request_t ra = nullptr;
+    CCL_OK(ccl_recv(&a, 1, CCL_INT64, left(), g_comm, &ra));
+    for (int64_t k : {1, 2}) {
+        const int64_t v = g_rank * 100 + k;
+        CCL_OK(ccl_send(&v, 1, CCL_INT64, right(), g_comm, nullptr));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both arrive before B
+    CCL_OK(ccl_recv(&b, 1, CCL_INT64, left(), g_comm, nullptr));
+    CCL_OK(ccl_wait(ra));
+    CCL_OK(ccl_request_free(ra));
+    EXPECT_EQ(a, left() * 100 + 1);
+    EXPECT_EQ(b, left() * 100 + 2);
+    // Nothing posted now: arrived messages of 0 to 80 bytes, received blocking and nonblocking.
+    for (size_t count : {size_t(0), size_t(1), size_t(10)}) {
+        Message out(count, CCL_INT64, g_rank, 560 + count);
+        CCL_OK(ccl_send(out.data(), count, CCL_INT64, right(), g_comm, nullptr));
+        CCL_OK(ccl_send(out.data(), count, CCL_INT64, right(), g_comm, nullptr));
+    }
+    CCL_OK(ccl_barrier(g_comm, nullptr));  // every message has arrived
+    for (size_t count : {size_t(0), size_t(1), size_t(10)}) {
+        Guarded in1(count * 8), in2(count * 8);
+        CCL_OK(ccl_recv(in1.data(), count, CCL_INT64, left(), g_comm, nullptr));
+        ccl_request_t r = nullptr;
+        CCL_OK(ccl_recv(in2.data(), count, CCL_INT64, left(), g_comm, &r));
+        int done = 0;
+        CCL_OK(ccl_test(r, &done));
+        CCL_OK(ccl_wait(r));
+        CCL_OK(ccl_request_free(r));
+        for (Guarded* in : {&in1, &in2}) {
+            EXPECT_EQ(check_block(in->data(), count, CCL_INT64, left(), 560 + count, 0, "arrived"),
+                      0u);
+            EXPECT_TRUE(in->guard_intact());
+        }
+    }
 }
 
 // Polling a receive with ccl_test until its message arrives.

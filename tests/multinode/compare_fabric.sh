@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Across two fake nodes (tools/fakenodes), in one run: the raw TCP bandwidth between the nodes
 # (iperf3), Open MPI's MPI_Allreduce over TCP (btl tcp,self) and ccl's allreduce, one rank per
-# node. The three are run alternately (raw, Open MPI, ccl; the order rotates between rounds) and
-# the table shows the median of each over --repeat rounds, with the load (uptime) before and
-# after: the development machines are small and shared, so only figures of one run compare.
+# node (--ppn P: P ranks per node). The three are run alternately (raw, Open MPI, ccl; the order
+# rotates between rounds) and the table shows the median of each over --repeat rounds, with the
+# load (uptime) before and after: the development machines are small and shared, so only figures
+# of one run compare.
 #
 # Usage: tests/multinode/compare_fabric.sh [--repeat R] [--sizes LIST] [--time S] [--out DIR]
-#        [--ccl-env "VAR=VALUE ..."]
+#        [--ppn P] [--ccl-env "VAR=VALUE ..."]
 # Needs root (namespaces), iperf3, Open MPI and ../shared/peers/bin/mpi_bench.openmpi (its
 # setup.sh builds it; --no-mpi leaves Open MPI out).
 set -euo pipefail
@@ -19,6 +20,7 @@ time_s=0.3
 out=""
 ccl_env=""
 mpi=1
+ppn=1
 peers=${PEERS_DIR:-$repo/../shared/peers}
 build=${BUILD_DIR:-$repo/build}
 while [ $# -gt 0 ]; do
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
     --time) time_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --ccl-env) ccl_env=$2; shift 2 ;;
+    --ppn) ppn=$2; shift 2 ;;
     --no-mpi) mpi=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_fabric.sh: unknown option $1" >&2; exit 2 ;;
@@ -84,14 +87,14 @@ run_raw() { # ROUND: single stream, then 2 streams and both directions for refer
 # --bind-to none: each fake node sees the machine's cores, so Open MPI's default binding would
 # pin both ranks to core 0, where their busy polling shares one core in 4 ms slices.
 run_mpi() {
-    "$FN" exec node0 -- timeout 300 mpirun.openmpi --allow-run-as-root -np 2 --host node0,node1 --bind-to none \
+    "$FN" exec node0 -- timeout 300 mpirun.openmpi --allow-run-as-root -np $((2 * ppn)) --host "node0:$ppn,node1:$ppn" --bind-to none \
         --mca plm_rsh_agent "$agent" --mca btl tcp,self --mca btl_tcp_if_include eth0 \
         --mca oob_tcp_if_include eth0 "$mpi_bench" --only allreduce --min "$min_b" \
         --max "$max_b" --target "$time_s" >"$out/mpi-$1.txt" 2>&1 || echo "Open MPI round $1 failed (see $out/mpi-$1.txt)" >&2
 }
 run_ccl() {
     # shellcheck disable=SC2086
-    env $ccl_env "$FN" exec node0 -- timeout 300 "$build/cclrun" --hosts node0,node1 --ppn 1 \
+    env $ccl_env "$FN" exec node0 -- timeout 300 "$build/cclrun" --hosts node0,node1 --ppn "$ppn" \
         --launcher-cmd "$FN exec {host} --" -- "$build/ccl_bench" -c allreduce -s "$sizes" \
         -t "$time_s" --csv "$out/ccl-$1.csv" >"$out/ccl-$1.txt" 2>&1 || echo "ccl round $1 failed (see $out/ccl-$1.txt)" >&2
 }
@@ -109,9 +112,11 @@ for ((r = 1; r <= repeat; r++)); do
 done
 load_after=$(uptime)
 
-python3 - "$out" "$repeat" "${bytes_list[*]}" "$load_before" "$load_after" "$sizes" <<'EOF' | tee "$out/summary.md"
+python3 - "$out" "$repeat" "${bytes_list[*]}" "$load_before" "$load_after" "$sizes" "$ppn" <<'EOF' | tee "$out/summary.md"
 import json, statistics, sys, glob, os
 out, repeat, sizes = sys.argv[1], int(sys.argv[2]), [int(b) for b in sys.argv[3].split()]
+ppn = int(sys.argv[7])
+n = 2 * ppn
 def med(v): return statistics.median(v) if v else float('nan')
 def raw(mode):
     v = []
@@ -143,7 +148,7 @@ def ccl():
         if not os.path.exists(p): continue
         for line in open(p).read().splitlines()[1:]:
             f = line.split(",")
-            if f[0] == "allreduce" and f[11] in ("0", ""):
+            if f[0] == "allreduce" and f[1] == str(n) and f[11] in ("0", ""):
                 t.setdefault(int(f[2]), []).append(float(f[8]))
     return t
 def fmt_size(b):
@@ -152,8 +157,8 @@ def fmt_size(b):
     return f"{b} B"
 r1, rp, rb = raw("1"), raw("P2"), raw("bidir")
 m, c = mpi(), ccl()
-# busbw of a 2-rank allreduce = algbw x 2(n-1)/n = algbw.
-bus = lambda b, us: b / (us * 1e-6) / 1e9
+# busbw of an n-rank allreduce = algbw x 2(n-1)/n (= algbw at 2 ranks).
+bus = lambda b, us: b / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
 print(f"Load before: {sys.argv[4].strip()}  \nLoad after: {sys.argv[5].strip()}  ")
 print(f"Raw TCP between the two nodes (iperf3, median of {len(r1)}): {med(r1):.2f} GB/s one stream, "
       f"{med(rp):.2f} GB/s two streams (-P 2), {med(rb):.2f} GB/s both directions together (--bidir)\n")
@@ -164,5 +169,5 @@ for b in sizes:
     cb, mb = bus(b, ct), bus(b, mt)
     print(f"| {fmt_size(b)} | {ct:.1f} | {cb:.2f} | {mt:.1f} | {mb:.2f} | {med(r1):.2f} | "
           f"{cb / med(r1) * 100:.0f}% | {cb / mb:.2f}x |")
-print(f"\n(medians of {repeat} rounds; 2 nodes x 1 rank; all files in {out})")
+print(f"\n(medians of {repeat} rounds; 2 nodes x {ppn} rank{'s' if ppn > 1 else ''}; all files in {out})")
 EOF

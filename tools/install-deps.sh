@@ -11,6 +11,8 @@ packages=(
   iproute2
   # launchers the tests start ranks with (issue 7): MPICH's Hydra, Open MPI and its PMIx
   mpich openmpi-bin libpmix-dev
+  # their compiler wrappers need the headers (tests/launch/mpi_and_ccl.sh builds an MPI program)
+  libmpich-dev libopenmpi-dev
   # the PyTorch backend (bindings/torch) is built and tested against Debian's torch
   python3-torch libtorch-dev python3-setuptools python3-dev pybind11-dev
   # the libFuzzer target of the KVS protocol (tests/fuzz): clang, and its fuzzer runtime, which

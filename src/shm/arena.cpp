@@ -244,7 +244,13 @@ Arena::Flags Arena::all_ready() {
 bool Arena::test_word(Word w, uint32_t target, WaitClock& clock) {
     check_aborted();  // before the value: an aborted call stops even if its peers go on
     if (reached(w.value->load(std::memory_order_acquire), target)) return true;
-    check_peers_failed();
+    if (any_failure()) {
+        // This thread may have paused between the two loads while the value was published and
+        // the peers went on to fail later: what a failure seen now orders after, the value read
+        // again sees, and a wait that was met is not failed.
+        if (reached(w.value->load(std::memory_order_acquire), target)) return true;
+        fail_if_peer_failed();
+    }
     auto now = std::chrono::steady_clock::now();
     if (!clock.started) {
         clock.started = true;

@@ -26,6 +26,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         arena.begin_round(sig, count * esize);
         co_await arena.buffer_free();
         arena.publish_eager(send, count * esize);
+        arena.prefetch_eager();
         for (int r = 0; r < n; ++r) {
             if (r != me) co_await arena.eager_ready(r);
             srcs[r] = arena.peer_eager(r);

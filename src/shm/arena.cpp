@@ -144,6 +144,12 @@ void Arena::publish_eager(const void* data, size_t bytes) {
     publish({&slot->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
 }
 
+void Arena::prefetch_eager() const {
+    // A prefetch, not a load: the writers may be filling the lines (no data race).
+    for (int r = 0; r < nranks_; ++r)
+        if (r != rank_) __builtin_prefetch(eager_slot(r));
+}
+
 Arena::EagerWatch Arena::eager_ready(int peer) { return EagerWatch(*this, peer); }
 
 bool Arena::eager_or_mismatch(int peer, EagerSlot* slot) {

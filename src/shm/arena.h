@@ -90,6 +90,9 @@ public:
     // reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
     const void* peer_eager(int peer) const { return eager_slot(peer)->data; }
     void publish_eager(const void* data, size_t bytes);
+    // A reader of every peer's slot calls this first: the slots' first lines then load at once
+    // instead of one miss after another (16 ranks: 15 cross-core misses in a row otherwise).
+    void prefetch_eager() const;
     class EagerWatch;
     EagerWatch eager_ready(int peer);
     int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }

@@ -75,6 +75,11 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
                    ccl_datatype_t dtype, ccl_reduction_t op, int root);
 Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root);
+// Large messages, single copy (shm/cma.h): every rank reduces its slice of all inputs, read
+// straight from their memory, and writes it into the root's output. One synchronisation whatever
+// the size; needs the arena's buffer size divided by the ranks to be at least 64 bytes.
+Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                ccl_datatype_t dtype, ccl_reduction_t op, int root);
 
 // Rank r contributes counts[r] elements; recv gets every block, packed in rank order. Per round
 // every rank copies up to a buffer of its block in and every peer's piece out.

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/reduce.h"
+#include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
 
@@ -20,6 +21,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
             co_await arena.buffer_free();
             arena.publish_eager(send, count * esize);
         } else {
+            arena.prefetch_eager();
             for (int r = 0; r < n; ++r) {
                 if (r != root) co_await arena.eager_ready(r);
                 srcs[r] = r == root ? send : arena.peer_eager(r);
@@ -83,6 +85,57 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
         }
         arena.done();
     }
+}
+
+Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                ccl_datatype_t dtype, ccl_reduction_t op, int root) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype);
+    const auto [lo, hi] = slice(count, esize, me, n);
+    // One round: every rank publishes where its input is (the root also its output), reduces its
+    // slice of all inputs, reading the peers' parts straight from their memory, and writes the
+    // result into the root's output: straight there on the root, through a scratch piece and one
+    // system call elsewhere.
+    arena.begin_round(sig);
+    co_await arena.buffer_free();
+    auto* mine = static_cast<const void**>(arena.own_buffer());
+    mine[0] = send;
+    mine[1] = recv;
+    arena.ready();
+    co_await arena.all_ready();
+    PerRank<const char*> peer_send(n);
+    for (int r = 0; r < n; ++r)
+        peer_send[r] =
+            static_cast<const char*>(static_cast<const void* const*>(arena.peer_buffer(r))[0]);
+    char* const root_out = static_cast<char*>(
+        const_cast<void*>(static_cast<const void* const*>(arena.peer_buffer(root))[1]));
+    co_await arena.buffer_free(1);
+    // n - 1 pieces for the peers' parts and, off the root, one for the result.
+    char* scratch = static_cast<char*>(arena.own_buffer(1));
+    const size_t piece = arena.buffer_size() / size_t(n) / 64 * 64;
+    char* result = scratch + size_t(n - 1) * piece;
+    PerRank<const void*> srcs(n);
+    for (size_t at = lo * esize; at < hi * esize; at += piece) {
+        const size_t len = std::min(piece, hi * esize - at);
+        for (int i = 1; i < n;
+             ++i) {  // starting at the next rank, so that ranks read different peers
+            const int r = (me + i) % n;
+            char* into = scratch + size_t(i - 1) * piece;
+            cma_read(arena.peer_pid(r), into, peer_send[r] + at, len);
+            srcs[r] = into;
+        }
+        srcs[me] = static_cast<const char*>(send) + at;
+        if (me == root) {
+            reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
+        } else {
+            reduce(result, srcs.data(), n, len / esize, dtype, op, n);
+            cma_write(arena.peer_pid(root), root_out + at, result, len);
+        }
+    }
+    arena.done();
+    // Until every rank is done, peers may still read this rank's input, and the root's output
+    // is not complete.
+    co_await arena.all_done();
 }
 
 }  // namespace ccl::shm

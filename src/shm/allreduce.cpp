@@ -106,6 +106,32 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
     }
 }
 
+void share_addresses(Arena& arena, const void* send, void* recv) {
+    auto* mine = static_cast<const void**>(arena.own_buffer());
+    mine[0] = send;
+    mine[1] = recv;
+    arena.ready();
+}
+
+char* peer_output(const Arena& arena, int r) {
+    return static_cast<char*>(
+        const_cast<void*>(static_cast<const void* const*>(arena.peer_buffer(r))[1]));
+}
+
+void read_peer_parts(const Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
+                     size_t piece, PerRank<const void*>& srcs) {
+    const int n = arena.nranks(), me = arena.rank();
+    for (int i = 1; i < n; ++i) {
+        const int r = (me + i) % n;
+        const char* input =
+            static_cast<const char*>(static_cast<const void* const*>(arena.peer_buffer(r))[0]);
+        char* into = scratch + size_t(i - 1) * piece;
+        cma_read(arena.peer_pid(r), into, input + at, len);
+        srcs[size_t(r)] = into;
+    }
+    srcs[size_t(me)] = static_cast<const char*>(mine) + at;
+}
+
 Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
@@ -116,17 +142,10 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     // time, into this rank's second buffer) and writing straight into its own output.
     arena.begin_round(sig);
     co_await arena.buffer_free();
-    auto* mine = static_cast<const void**>(arena.own_buffer());
-    mine[0] = send;
-    mine[1] = recv;
-    arena.ready();
+    share_addresses(arena, send, recv);
     co_await arena.all_ready();
-    std::vector<const char*> peer_send(static_cast<size_t>(n)), peer_recv(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-        auto* where = static_cast<const void* const*>(arena.peer_buffer(r));
-        peer_send[size_t(r)] = static_cast<const char*>(where[0]);
-        peer_recv[size_t(r)] = static_cast<const char*>(where[1]);
-    }
+    PerRank<const char*> peer_recv(n);
+    for (int r = 0; r < n; ++r) peer_recv[r] = peer_output(arena, r);
     co_await arena.buffer_free(1);
     char* scratch = static_cast<char*>(arena.own_buffer(1));
     const size_t piece = arena.buffer_size() / size_t(std::max(n - 1, 1)) / 64 * 64;
@@ -134,14 +153,7 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     char* out = static_cast<char*>(recv);
     for (size_t at = lo * esize; at < hi * esize; at += piece) {
         const size_t len = std::min(piece, hi * esize - at);
-        for (int i = 1; i < n;
-             ++i) {  // starting at the next rank, so that ranks read different peers
-            const int r = (me + i) % n;
-            char* into = scratch + size_t(i - 1) * piece;
-            cma_read(arena.peer_pid(r), into, peer_send[size_t(r)] + at, len);
-            srcs[r] = into;
-        }
-        srcs[me] = static_cast<const char*>(send) + at;
+        read_peer_parts(arena, send, at, len, scratch, piece, srcs);
         reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);  // in rank order, as rsag
     }
     arena.done();

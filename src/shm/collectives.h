@@ -34,6 +34,16 @@ private:
     T* p_;
 };
 
+// Single-copy rounds (allreduce_cma, reduce_cma). share_addresses puts where this rank's input
+// and output are in its own buffer and says it is ready; once all are, peer_output is where rank
+// r's output is, and read_peer_parts copies bytes [at, at + len) of each peer's input into this
+// rank's scratch pieces (`piece` bytes apart, the next rank first so that ranks read different
+// peers) and points srcs at them, srcs[rank] at `mine` + at.
+void share_addresses(Arena& arena, const void* send, void* recv);
+char* peer_output(const Arena& arena, int r);
+void read_peer_parts(const Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
+                     size_t piece, PerRank<const void*>& srcs);
+
 // Small messages: every rank copies its input in, then reduces all ranks' buffers itself.
 // One synchronisation per chunk.
 Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,

@@ -98,17 +98,9 @@ Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t
     // system call elsewhere.
     arena.begin_round(sig);
     co_await arena.buffer_free();
-    auto* mine = static_cast<const void**>(arena.own_buffer());
-    mine[0] = send;
-    mine[1] = recv;
-    arena.ready();
+    share_addresses(arena, send, recv);
     co_await arena.all_ready();
-    PerRank<const char*> peer_send(n);
-    for (int r = 0; r < n; ++r)
-        peer_send[r] =
-            static_cast<const char*>(static_cast<const void* const*>(arena.peer_buffer(r))[0]);
-    char* const root_out = static_cast<char*>(
-        const_cast<void*>(static_cast<const void* const*>(arena.peer_buffer(root))[1]));
+    char* const root_out = peer_output(arena, root);
     co_await arena.buffer_free(1);
     // n - 1 pieces for the peers' parts and, off the root, one for the result.
     char* scratch = static_cast<char*>(arena.own_buffer(1));
@@ -117,14 +109,7 @@ Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t
     PerRank<const void*> srcs(n);
     for (size_t at = lo * esize; at < hi * esize; at += piece) {
         const size_t len = std::min(piece, hi * esize - at);
-        for (int i = 1; i < n;
-             ++i) {  // starting at the next rank, so that ranks read different peers
-            const int r = (me + i) % n;
-            char* into = scratch + size_t(i - 1) * piece;
-            cma_read(arena.peer_pid(r), into, peer_send[r] + at, len);
-            srcs[r] = into;
-        }
-        srcs[me] = static_cast<const char*>(send) + at;
+        read_peer_parts(arena, send, at, len, scratch, piece, srcs);
         if (me == root) {
             reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
         } else {

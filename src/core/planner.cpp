@@ -49,6 +49,18 @@ size_t allreduce_direct_max(const Config& cfg, int n) {
     return std::min(cfg.allreduce_direct_max, kDirectReadMax / size_t(n));
 }
 
+// Whether a large allreduce or reduce goes single copy (shm/cma.h): allowed here, a scratch
+// piece of a cache line per rank, and with CCL_ALLREDUCE=auto slices (bytes / ranks) of at least
+// `min_slice` in messages below CCL_ALLREDUCE_CMA_MAX.
+bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes, bool single_copy,
+                      size_t min_slice) {
+    const size_t n = size_t(arena.nranks());
+    const std::string& choice = cfg.allreduce_algo;
+    return single_copy && arena.buffer_size() / n >= 64 &&
+           (choice == "cma" ||
+            (choice == "auto" && bytes / n >= min_slice && bytes < cfg.allreduce_cma_max));
+}
+
 Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
                     bool single_copy) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
@@ -63,12 +75,8 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
                 }};
     // Single copy (one copy in, where rsag copies in, then out) wins for mid-size messages with
     // slices big enough to pay for the system calls; the largest stream through rsag's copy-outs
-    // as fast (docs/performance.md). It needs a scratch piece of a cache line per peer.
-    const size_t n = size_t(arena.nranks());
-    bool cma = single_copy && arena.buffer_size() / n >= 64 &&
-               (choice == "cma" || (choice == "auto" && bytes / n >= cfg.allreduce_cma_min &&
-                                    bytes < cfg.allreduce_cma_max));
-    if (cma)
+    // as fast (docs/performance.md).
+    if (single_copy_fits(cfg, arena, bytes, single_copy, cfg.allreduce_cma_min))
         return {"shm/allreduce_cma",
                 [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {
                     return shm::allreduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -92,13 +100,10 @@ Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
     // and, at 2 ranks, from smaller slices: it has one round to allreduce's two (2-core machine,
     // us, split / single copy: 128 KiB 18-20 / 13-15, 256 KiB 33-38 / 19-23; at 4 ranks there,
     // 256 KiB 68 / 80).
-    const size_t n = size_t(arena.nranks());
-    const std::string& choice = cfg.allreduce_algo;
-    const size_t min_slice =
-        n == 2 ? std::min(cfg.allreduce_cma_min, shm::kCmaMinBytes) : cfg.allreduce_cma_min;
-    if (single_copy && arena.buffer_size() / n >= 64 &&
-        (choice == "cma" ||
-         (choice == "auto" && bytes / n >= min_slice && bytes < cfg.allreduce_cma_max)))
+    const size_t min_slice = arena.nranks() == 2
+                                 ? std::min(cfg.allreduce_cma_min, shm::kCmaMinBytes)
+                                 : cfg.allreduce_cma_min;
+    if (single_copy_fits(cfg, arena, bytes, single_copy, min_slice))
         return {"shm/reduce_cma", [&arena, sig, digest = sig.digest(kReduceCma)](const Buffers& b) {
                     return shm::reduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
                                            sig.op, sig.root);

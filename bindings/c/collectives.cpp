@@ -199,13 +199,12 @@ void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const cc
         dispatch(comm, staged ? staged : host, bufs, attr, req);
         return;
     }
-    if (sig.coll == CollType::recv && comm.recv_now(sig, bufs)) {
-        if (req) {
-            auto r = make_pooled<Request>();
-            r->complete(CCL_SUCCESS);
-            *req = request_table().add<ccl_request_t>(std::move(r));
+    if (sig.coll == CollType::recv) {
+        std::shared_ptr<Request> r;
+        if (comm.recv_now(sig, bufs, req ? &r : nullptr)) {
+            if (req) *req = request_table().add<ccl_request_t>(std::move(r));
+            return;
         }
-        return;
     }
     dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
 }

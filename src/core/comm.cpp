@@ -151,7 +151,17 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot)
         single_copy_ ? "on" : "off", isa_name(reduce_isa()));
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+    // ccl_comm_destroy resolved it (wait_idle); this is for any other way of going away.
+    if (deferred_) {
+        auto lock = deferred_->lock();
+        if (deferred_->deferred()) {
+            deferred_->undefer();
+            deferred_->complete(CCL_ERROR_INVALID_USAGE,
+                                "the communicator was destroyed before the receive completed");
+        }
+    }
+}
 
 std::vector<int> Communicator::remote_ranks() const {
     std::vector<int> r;
@@ -444,9 +454,10 @@ void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
     }
 }
 
-bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs) {
+bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
+                            std::shared_ptr<Request>* req) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (fabric_ || bytes > shm::Mailbox::kInlineBytes ||
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes ||
         pending_.load(std::memory_order_acquire) != 0)
         return false;
     check_broken(false);  // as start() does
@@ -454,7 +465,54 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs) {
         last_recv_ = sig;
         last_recv_digest_ = sig.p2p_digest();
     }
-    return mailbox_->try_recv(bufs.recv, bytes, last_recv_digest_, sig.root);
+    if (mailbox_->try_recv(bufs.recv, bytes, last_recv_digest_, sig.root)) {
+        if (req) {
+            *req = make_pooled<Request>();
+            (*req)->complete(CCL_SUCCESS);
+        }
+        return true;
+    }
+    if (!req) return false;
+    // Nothing is pending, so an earlier deferred receive is resolved and its execution, if it
+    // had one, finished: no lock is needed to reuse the fields.
+    pending_.fetch_add(1, std::memory_order_relaxed);
+    deferred_sig_ = sig;
+    deferred_buf_ = bufs.recv;
+    deferred_digest_ = last_recv_digest_;
+    deferred_exec_.reset();
+    deferred_ = make_pooled<Request>();
+    deferred_->defer(this);
+    *req = deferred_;
+    return true;
+}
+
+void Communicator::resolve(Request& r, bool block) {
+    // A message in flight arrives within a cache-line transfer or two: poll a little before
+    // paying for an execution (which then waits the usual way), unless the ranks share cores
+    // (then the sender may need this one's core).
+    const int polls = arena_->policy().own_core ? 64 : 0;
+    const size_t bytes = deferred_sig_.count * dtype_size(deferred_sig_.dtype);
+    for (int i = 0; !is_broken_.load(std::memory_order_acquire); ++i) {
+        if (mailbox_->try_recv(deferred_buf_, bytes, deferred_digest_, deferred_sig_.root)) {
+            r.undefer();
+            r.complete(CCL_SUCCESS);
+            if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
+            return;
+        }
+        if (!block || i == polls) break;
+        shm::cpu_relax();
+    }
+    materialize(r);
+}
+
+void Communicator::materialize(Request& r) {
+    // Nothing was pending when it was deferred: it follows no unfinished execution.
+    deferred_exec_ =
+        make_pooled<Execution>(std::make_shared<const Schedule>(plan(*this, deferred_sig_)),
+                               Buffers{nullptr, deferred_buf_, {}},
+                               RequestList{r.shared_from_this()}, nullptr, shared_from_this());
+    r.set_execution(deferred_exec_);
+    r.undefer();
 }
 
 void Communicator::run(const CollSignature& sig, const Buffers& bufs) {
@@ -519,6 +577,19 @@ void Communicator::finished(Execution& e, ccl_result_t code, const std::string& 
 }
 
 void Communicator::unpark() {
+    if (deferred_) [[unlikely]] {
+        std::shared_ptr<Execution> exec;
+        {
+            auto lock = deferred_->lock();
+            if (deferred_->deferred()) materialize(*deferred_);
+            exec = std::move(deferred_exec_);  // null if a wait or test took the message
+        }
+        deferred_.reset();
+        if (exec) {
+            last_started_ = exec;  // what comes next runs after it
+            parked_ = std::move(exec);
+        }
+    }
     // Usually it has finished, waited on: then no worker needs waking.
     if (parked_ && !parked_->finished()) workers().submit(id_, std::move(parked_));
     parked_.reset();

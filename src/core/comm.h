@@ -50,7 +50,9 @@ public:
     virtual void barrier() = 0;
 };
 
-class Communicator : public std::enable_shared_from_this<Communicator>, public ExecutionOwner {
+class Communicator : public std::enable_shared_from_this<Communicator>,
+                     public ExecutionOwner,
+                     private Deferral {
 public:
     // Collective: every rank of the communicator calls it (in the same order for every
     // communicator created over one KVS). Sets up the shared memory through the KVS.
@@ -97,12 +99,16 @@ public:
     // communicator's work is queued, else behind the queued work. Sends never queue: they wait
     // for nobody (but a free descriptor) and touch only their own mailbox state.
     void run(const std::shared_ptr<const Schedule>& schedule, const Buffers& bufs);
-    // A receive from a co-located peer whose message of at most shm::Mailbox::kInlineBytes has
-    // arrived, done at once without a plan or an execution (Mailbox::try_recv), while none of
-    // this communicator's work is queued (so that it cannot overtake an earlier receive). False:
-    // nothing happened; plan and run the call. (Sends take the general path: a send without it
-    // measured slower in a ring of 8 B messages, 0.74-0.80 against 0.69-0.75 us.)
-    bool recv_now(const CollSignature& sig, const Buffers& bufs);
+    // A receive of at most shm::Mailbox::kQuickBytes from a co-located peer while none of this
+    // communicator's work is queued (so that it cannot overtake an earlier receive), without a
+    // plan or an execution: done at once when its message has arrived (Mailbox::try_recv).
+    // Else, nonblocking (`req` given), it is deferred: *req's wait or test takes the message the
+    // same way (any thread), and it becomes an execution only when the message is late (the
+    // wait then blocks like any other: deadlines, failures) or when another call needs it in
+    // issue order. *req gets the request, complete or deferred. False: nothing happened; plan
+    // and run the call. (Sends take the general path: a send without it measured slower in a
+    // ring of 8 B messages, 0.74-0.80 against 0.69-0.75 us.)
+    bool recv_now(const CollSignature& sig, const Buffers& bufs, std::shared_ptr<Request>* req);
     // Plans and runs a blocking call made from inside ccl.
     void run(const CollSignature& sig, const Buffers& bufs);
     // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
@@ -159,7 +165,18 @@ private:
     CollSignature last_recv_{CollType::recv, 0, CCL_UINT8};  // recv_now's last (caller only)
     uint32_t last_recv_digest_ = last_recv_.p2p_digest();
 
-    void unpark();  // hands a parked receive to the worker
+    // Hands a parked receive to the worker, and a deferred one too, made an execution first.
+    void unpark();
+    void resolve(Request& r, bool block) override;  // the deferred receive, under r's lock
+    void materialize(Request& r);                   // the same, as an execution
+    // A deferred receive (recv_now): its request (user thread) and, guarded by that request's
+    // lock until it is resolved, what resolving it needs and the execution it became, if any.
+    std::shared_ptr<Request> deferred_;
+    CollSignature deferred_sig_{CollType::recv, 0, CCL_UINT8};
+    void* deferred_buf_ = nullptr;
+    uint32_t deferred_digest_ = 0;
+    std::shared_ptr<Execution> deferred_exec_;
+
     // An execution this communicator started has finished: its requests complete.
     void finished(Execution& e, ccl_result_t code, const std::string& message) override;
 

@@ -15,8 +15,17 @@ void Request::complete(ccl_result_t code, std::string message) {
     done_.notify_all();  // no system call when nobody sleeps
 }
 
+void Request::resolve(bool block) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (deferral_) deferral_->resolve(*this, block);
+}
+
 void Request::wait() {
     if (done()) return;
+    if (deferred_.load(std::memory_order_acquire)) {
+        resolve(true);
+        if (done()) return;
+    }
     if (auto e = execution_.lock()) e->finish();  // completes this request
     // Short collectives finish within microseconds of the wait: poll a little before sleeping,
     // yielding so that on a crowded node the worker that completes it gets the cpu.
@@ -30,6 +39,10 @@ void Request::wait() {
 
 bool Request::test() {
     if (done()) return true;
+    if (deferred_.load(std::memory_order_acquire)) {
+        resolve(false);
+        if (done()) return true;
+    }
     if (auto e = execution_.lock()) e->progress();
     return done();
 }

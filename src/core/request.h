@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,37 @@
 namespace ccl {
 
 class Execution;
+class Request;
 
-class Request {
+// Who completes a request that has no execution yet: the communicator that deferred a small
+// receive (Communicator::recv_now).
+class Deferral {
+public:
+    // With the request's lock held and the request still deferred to it: completes the request,
+    // or gives it an execution; either way undefers it. With `block`, it may first wait a little.
+    virtual void resolve(Request& r, bool block) = 0;
+
+protected:
+    ~Deferral() = default;
+};
+
+class Request : public std::enable_shared_from_this<Request> {
 public:
     // The execution that completes this request, which wait() may drive itself.
     void set_execution(std::weak_ptr<Execution> e) { execution_ = std::move(e); }
+    // Until undefer(), wait() and test() first have `d` resolve this request, under lock().
+    // Called before the request is shared with other threads.
+    void defer(Deferral* d) {
+        deferral_ = d;
+        deferred_.store(true, std::memory_order_relaxed);
+    }
+    // By the deferral, with lock() held.
+    void undefer() {
+        deferral_ = nullptr;
+        deferred_.store(false, std::memory_order_release);
+    }
+    bool deferred() const { return deferral_ != nullptr; }  // with lock() held
+    std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
     // Called once, by whoever ran the collective.
     void complete(ccl_result_t code, std::string message = {});
     bool done() const { return done_.load(std::memory_order_acquire); }
@@ -35,10 +62,15 @@ public:
     void rethrow() const;
 
 private:
+    void resolve(bool block);  // has the deferral, if any, resolve this request
+
     std::atomic<bool> done_{false};  // set last; sleepers wait on it (futex)
     ccl_result_t code_ = CCL_SUCCESS;
     std::string message_;
-    std::weak_ptr<Execution> execution_;
+    std::weak_ptr<Execution> execution_;  // set before it is shared, or under mu_ by resolve
+    std::atomic<bool> deferred_{false};   // deferral_ is set: look under mu_
+    std::mutex mu_;
+    Deferral* deferral_ = nullptr;  // guarded by mu_
 };
 
 // The requests one execution completes (one, or a group's several).

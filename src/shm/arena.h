@@ -60,6 +60,8 @@ public:
 
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
+    // How its waits spin, yield and sleep (shm/wait.h).
+    const WaitPolicy& policy() const { return policy_; }
     size_t buffer_size() const { return buffer_size_; }
     Segment& segment() { return seg_; }
     const Segment& segment() const { return seg_; }

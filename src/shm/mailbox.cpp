@@ -21,6 +21,12 @@ constexpr uint64_t kWritten = ~uint64_t(0);     // a descriptor's offset: writte
 constexpr uint64_t kInline = ~uint64_t(0) - 1;  // a descriptor's offset: the data is in it
 
 bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+
+// Descriptors a message of `bytes` takes when it travels inline.
+uint32_t span_of(size_t bytes) {
+    constexpr size_t first = Mailbox::kInlineBytes, more = Mailbox::kSpanBytes;
+    return bytes <= first ? 1 : 1 + uint32_t((bytes - first + more - 1) / more);
+}
 size_t page_round(size_t n) { return (n + 4095) / 4096 * 4096; }
 
 }  // namespace
@@ -55,6 +61,21 @@ struct alignas(64) Mailbox::Channel {
     Desc ring[kSlots];
 };
 
+// A further descriptor of an inline message holds data after its seq and sig, which stay: a
+// receiver waiting on that descriptor for a later message must not see its number in the data.
+constexpr size_t kSpanSkip = 8;
+static_assert(kSpanSkip + Mailbox::kSpanBytes == 128);
+
+void Mailbox::copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes) {
+    const Desc& d = ch.ring[index % kSlots];
+    const size_t first = std::min(bytes, kInlineBytes);
+    if (first > 0) std::memcpy(buf, d.data, first);
+    for (size_t at = first; at < bytes; at += kSpanBytes)
+        std::memcpy(static_cast<char*>(buf) + at,
+                    reinterpret_cast<const char*>(&ch.ring[++index % kSlots]) + kSpanSkip,
+                    std::min(kSpanBytes, bytes - at));
+}
+
 size_t Mailbox::bytes_needed(int nranks) {
     static_assert(sizeof(Desc) == 128, "a descriptor is two cache lines");
     return page_round(sizeof(Channel) * size_t(nranks) * size_t(nranks));
@@ -86,8 +107,9 @@ Mailbox::~Mailbox() {
         Channel& in = channel(peer, me);
         uint32_t last_gen = in_[size_t(peer)].gen;
         for (uint32_t t = in.tail.load(std::memory_order_relaxed);
-             in.ring[t % kSlots].seq.load(std::memory_order_acquire) == t + 1; ++t) {
+             in.ring[t % kSlots].seq.load(std::memory_order_acquire) == t + 1;) {
             const Desc& d = in.ring[t % kSlots];
+            t += d.offset == kInline ? span_of(d.bytes) : 1;
             last_gen = std::max(last_gen, d.gen);
             if (d.bytes > 0 && d.offset != kWritten && d.offset != kInline)
                 Segment::remove(data_name(peer, me, d.gen));
@@ -164,7 +186,13 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
     uint64_t offset = kInline;
     size_t piece = bytes;
     uint32_t pieces = 1;
-    if (bytes > kInlineBytes) {
+    uint32_t span = bytes <= kSpanMax ? span_of(bytes) : 0;
+    if (span > 1 && before(out.seen_tail, out.head + span - kSlots)) {
+        // Not without waiting for room in the ring: through the data segment instead.
+        out.seen_tail = ch.tail.load(std::memory_order_acquire);
+        if (before(out.seen_tail, out.head + span - kSlots)) span = 0;
+    }
+    if (span == 0) {
         // The receive of this very message is posted: copy once, straight into it. The receiver
         // has consumed everything before it, so a descriptor is free.
         auto offered = [&] {
@@ -218,7 +246,12 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
         const size_t off = size_t(i) * piece, b = std::min(piece, bytes - off);
         if (offset == kInline) {
             d.offset = kInline;
-            if (b > 0) std::memcpy(d.data, buf, b);
+            const size_t first = std::min(bytes, kInlineBytes);
+            if (first > 0) std::memcpy(d.data, buf, first);
+            uint32_t index = out.head;
+            for (size_t at = first; at < bytes; at += kSpanBytes)
+                std::memcpy(reinterpret_cast<char*>(&ch.ring[++index % kSlots]) + kSpanSkip,
+                            static_cast<const char*>(buf) + at, std::min(kSpanBytes, bytes - at));
         } else if (offset == kWritten) {
             d.offset = kWritten;
         } else {
@@ -231,7 +264,8 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
         d.bytes = b;
         d.total = bytes;
         d.capacity = out.data.size();
-        Arena::publish({&d.seq, &ch.head_waiters, me}, ++out.head);
+        Arena::publish({&d.seq, &ch.head_waiters, me}, out.head + 1);
+        out.head += offset == kInline ? span : 1;
     }
 }
 
@@ -240,11 +274,19 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
     Channel& ch = channel(peer, me);
     const uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
     const Desc& d = ch.ring[tail % kSlots];
-    if (d.seq.load(std::memory_order_acquire) != tail + 1 || d.offset != kInline ||
-        d.total != bytes || d.sig != sig)
+    if (d.seq.load(std::memory_order_acquire) != tail + 1 || d.total != bytes || d.bytes != bytes ||
+        d.sig != sig || d.offset == kWritten)
         return false;
-    if (bytes > 0) std::memcpy(buf, d.data, bytes);
-    Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail + 1);
+    uint32_t span = 1;
+    if (d.offset == kInline) {
+        copy_inline(ch, tail, buf, bytes);
+        span = span_of(bytes);
+    } else {
+        const Inbox& in = in_[size_t(peer)];
+        if (!in.data.data() || in.gen != d.gen) return false;  // recv maps the new segment
+        std::memcpy(buf, static_cast<const char*>(in.data.data()) + d.offset, bytes);
+    }
+    Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail + span);
     return true;
 }
 
@@ -269,10 +311,12 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_
                               tail + 1);
         total = d.total;
         match = match && d.total == bytes && d.sig == sig;
+        uint32_t span = 1;
         if (d.offset == kWritten) {
             // already in buf
         } else if (d.offset == kInline) {
-            if (match && d.bytes > 0) std::memcpy(static_cast<char*>(buf) + got, d.data, d.bytes);
+            if (match) copy_inline(ch, tail, static_cast<char*>(buf) + got, d.bytes);
+            span = span_of(d.bytes);
         } else if (d.bytes > 0) {
             if (!in.data.data() || in.gen != d.gen) {
                 // The first piece in a new data segment: every earlier one was received.
@@ -286,7 +330,8 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_
                             static_cast<const char*>(in.data.data()) + d.offset, d.bytes);
         }
         got += d.bytes;
-        Arena::publish({&ch.tail, &ch.tail_waiters, me}, ++tail);
+        tail += span;
+        Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail);
     } while (got < total);
     if (!match)
         throw Error(CCL_ERROR_INVALID_USAGE,

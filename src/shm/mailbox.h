@@ -3,7 +3,8 @@
 // Per ordered pair of ranks (from, to) a channel in the mailbox segment: a ring of descriptors the
 // sender posts and the receiver consumes in order (tail). Each descriptor carries its message's
 // sequence number, which the receiver waits on, so a small message (up to kInlineBytes, inside
-// its descriptor) crosses between the cores as one or two cache lines; the sender looks at the
+// its descriptor; up to kSpanMax in consecutive descriptors) crosses between the cores in the
+// descriptors' cache lines; the sender looks at the
 // receiver's tail only when the ring may be full. Larger data goes into a data segment the sender
 // owns for that pair: made on first use, replaced by one twice as large when the unreceived data
 // no longer fits, so a send never waits for its receiver (only for a free descriptor, when
@@ -30,6 +31,14 @@ class Mailbox {
 public:
     static constexpr uint32_t kSlots = 128;     // descriptors per channel
     static constexpr size_t kInlineBytes = 80;  // messages this small travel in the descriptor
+    // Larger ones up to kSpanMax span further descriptors, kSpanBytes in each (all but the first
+    // 8 bytes), while the ring has the room: the data crosses in the descriptors' own lines, not
+    // through the data segment.
+    static constexpr size_t kSpanBytes = 120;
+    static constexpr size_t kSpanMax = kInlineBytes + 6 * kSpanBytes;
+    // Receives this small may be taken without a coroutine (try_recv): one piece, inline or in
+    // the data segment the previous one came through.
+    static constexpr size_t kQuickBytes = 16u << 10;
     static size_t bytes_needed(int nranks);
 
     // `seg` holds the channels (zero-filled by its creator); `arena` provides the waits, peer
@@ -58,8 +67,9 @@ public:
     // finds its receive offered writes straight into it.
     Task send(const void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
     Task recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
-    // A receive at once, without a coroutine, when its message has arrived whole in its
-    // descriptor (at most kInlineBytes) and matches. False: nothing happened (call recv).
+    // A receive at once, without a coroutine, when its message has arrived and matches, in its
+    // descriptor or in one piece in the data segment already mapped. False: nothing happened
+    // (call recv).
     bool try_recv(void* buf, size_t bytes, uint32_t sig, int peer);
 
 private:
@@ -85,6 +95,8 @@ private:
     };
 
     Channel& channel(int from, int to) const;
+    // The inline message of `bytes` whose first descriptor is `index` of `ch`, into buf.
+    static void copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes);
     std::string data_name(int from, int to, uint32_t gen) const;
     // Where a message of `bytes` goes in the outbox to `peer`, moving to a larger data segment if
     // the unreceived ones leave no room (the old one is freed once piece `head` - 1 is received).

@@ -30,8 +30,8 @@ int usable_cpus() {
 
 WaitPolicy wait_policy(int local_ranks) {
     static const int cpus = usable_cpus();
-    if (local_ranks <= cpus) return {4000, 200};
-    return {64, 50};
+    if (local_ranks <= cpus) return {4000, 200, true};
+    return {64, 50, false};
 }
 
 bool detect_asymmetric_fences() {

@@ -9,8 +9,9 @@
 namespace ccl::shm {
 
 struct WaitPolicy {
-    int spins;   // polls with a pause between them before yielding
-    int yields;  // sched_yield()s before sleeping on the futex
+    int spins;      // polls with a pause between them before yielding
+    int yields;     // sched_yield()s before sleeping on the futex
+    bool own_core;  // every rank has a core of its own: spinning costs nobody
 };
 
 // Spinning only pays when every rank has a core of its own.

@@ -1,7 +1,8 @@
 // Point to point: rings of blocking sends and receives, exchanges where both sides send first
 // (8 MiB, which would deadlock if a send waited for its receiver), many messages to one peer
-// received in order, more messages than a channel's ring holds, sending to oneself, nonblocking
-// receives posted before the matching send (waited, polled or freed unwaited), small messages that
+// received in order, more messages than a channel's ring holds, messages spanning several
+// descriptors, sending to oneself, nonblocking receives posted before the matching send (waited
+// on this thread or another, polled or freed unwaited), small messages that
 // arrived before their receive (not overtaking a receive still posted), sends and receives
 // in a group, count 0, every datatype, the send buffer reusable once a send returns, p2p
 // interleaved with collectives, a receive whose count or datatype differs from the send (refused on
@@ -120,15 +121,16 @@ TEST(P2P, ManyMessagesArriveInOrder) {
     }
 }
 
-// More messages than a channel's ring holds (128), of sizes around the largest that travels
-// inside its descriptor (80 bytes), while the receiver takes them: the sender waits for free
-// descriptors (the receiver starts late), and small and larger messages alternate. Pairs (0,1),
-// (2,3), ... one direction, then the other.
+// More messages than a channel's ring holds (128 descriptors), of 0 to 900 bytes: inside one
+// descriptor (up to 80), spanning several (up to 800) and through the data segment, while the
+// receiver takes them. The receiver starts late: spanning messages that find too few free
+// descriptors go through the data segment instead, small ones wait for a free descriptor, and
+// spans wrap round the ring's end. Pairs (0,1), (2,3), ... one direction, then the other.
 TEST(P2P, MoreMessagesThanTheRingHolds) {
     const int partner = g_rank ^ 1;
     if (partner >= g_size) return;
     const int n = 300;
-    auto count = [](int k) { return size_t(k * 37) % 101; };  // 0 .. 100 bytes
+    auto count = [](int k) { return k % 3 ? size_t(k * 37) % 101 : size_t(k * 53) % 901; };
     for (int sender : {0, 1}) {
         if ((g_rank & 1) == sender) {
             for (int k = 0; k < n; ++k) {
@@ -244,6 +246,104 @@ TEST(P2P, ArrivedMessagesAndAnEarlierPostedReceive) {
             EXPECT_TRUE(in->guard_intact());
         }
     }
+}
+
+// Every size a message may span descriptors with, and its neighbours, each as a nonblocking
+// receive posted first, one waited after its message arrived, and a blocking one: 20 rounds, so
+// that spans start at every position of the ring and wrap round its end. A spanning message whose
+// receive expects another size is dropped whole: the next message is intact.
+TEST(P2P, SpanningMessages) {
+    const std::vector<size_t> sizes = {79, 80, 81, 200, 201, 320, 440, 560, 561, 799, 800, 801};
+    uint64_t seed = 3000;
+    for (int round = 0; round < 20; ++round)
+        for (size_t bytes : sizes) {
+            ++seed;
+            Message out(bytes, CCL_UINT8, g_rank, seed);
+            Guarded posted(bytes), arrived(bytes), blocking(bytes);
+            ccl_request_t r1 = nullptr, r2 = nullptr;
+            CCL_OK(ccl_recv(posted.data(), bytes, CCL_UINT8, left(), g_comm, &r1));
+            for (int k = 0; k < 3; ++k)
+                CCL_OK(ccl_send(out.data(), bytes, CCL_UINT8, right(), g_comm, nullptr));
+            CCL_OK(ccl_wait(r1));
+            CCL_OK(ccl_barrier(g_comm, nullptr));  // the other two have arrived
+            CCL_OK(ccl_recv(arrived.data(), bytes, CCL_UINT8, left(), g_comm, &r2));
+            CCL_OK(ccl_recv(blocking.data(), bytes, CCL_UINT8, left(), g_comm, nullptr));
+            CCL_OK(ccl_wait(r2));
+            for (auto r : {r1, r2}) CCL_OK(ccl_request_free(r));
+            for (Guarded* in : {&posted, &arrived, &blocking}) {
+                ASSERT_EQ(check_block(in->data(), bytes, CCL_UINT8, left(), seed, 0,
+                                      std::to_string(bytes) + " bytes"),
+                          0u);
+                EXPECT_TRUE(in->guard_intact()) << bytes << " bytes";
+            }
+        }
+    Message big(561, CCL_UINT8, g_rank, 3900), small(7, CCL_UINT8, g_rank, 3901);
+    CCL_OK(ccl_send(big.data(), 561, CCL_UINT8, right(), g_comm, nullptr));
+    CCL_OK(ccl_send(small.data(), 7, CCL_UINT8, right(), g_comm, nullptr));
+    std::vector<uint8_t> wrong(560);
+    EXPECT_FAILS(ccl_recv(wrong.data(), 560, CCL_UINT8, left(), g_comm, nullptr),
+                 CCL_ERROR_INVALID_USAGE, "count");
+    std::vector<uint8_t> next(7);
+    CCL_OK(ccl_recv(next.data(), 7, CCL_UINT8, left(), g_comm, nullptr));
+    EXPECT_EQ(check_block(next.data(), 7, CCL_UINT8, left(), 3901, 0, "after the dropped one"), 0u);
+}
+
+// A small nonblocking receive posted while nothing else is pending needs no execution until it
+// must wait (Communicator::recv_now): here another thread waits on it while this one sends and
+// makes blocking calls on the communicator, which must run after it (issue order). Every third
+// round the message comes late, so the waiting thread must turn it into an execution itself
+// while this thread's next call may be doing the same; every other round a second receive from
+// the same peer is posted behind it and must get the second message.
+TEST(P2P, SmallReceiveWaitedOnAnotherThread) {
+    for (int round = 0; round < 60; ++round) {
+        const bool late = round % 3 == 0, second = round % 2 == 0;
+        int64_t got = -1, got2 = -1;
+        ccl_request_t req = nullptr, req2 = nullptr;
+        CCL_OK(ccl_recv(&got, 1, CCL_INT64, left(), g_comm, &req));
+        ccl_result_t waited = CCL_ERROR_INTERNAL;
+        std::thread waiter([&] {
+            waited = ccl_wait(req);
+            if (waited == CCL_SUCCESS) waited = ccl_request_free(req);
+        });
+        if (second) {
+            CCL_OK(ccl_recv(&got2, 1, CCL_INT64, left(), g_comm, &req2));
+        }
+        if (late) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        const int64_t v = int64_t(g_rank) * 1000 + round, v2 = -v;
+        CCL_OK(ccl_send(&v, 1, CCL_INT64, right(), g_comm, nullptr));
+        if (second) {
+            CCL_OK(ccl_send(&v2, 1, CCL_INT64, right(), g_comm, nullptr));
+        }
+        int32_t x = 1;
+        CCL_OK(ccl_allreduce(&x, &x, 1, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr));
+        EXPECT_EQ(x, g_size);
+        if (second) {
+            CCL_OK(ccl_wait(req2));
+            CCL_OK(ccl_request_free(req2));
+        }
+        waiter.join();
+        EXPECT_EQ(waited, CCL_SUCCESS) << "round " << round;
+        EXPECT_EQ(got, int64_t(left()) * 1000 + round) << "round " << round;
+        if (second) {
+            EXPECT_EQ(got2, -(int64_t(left()) * 1000 + round)) << "round " << round;
+        }
+    }
+}
+
+// A small receive freed unwaited, then its communicator destroyed: the destruction completes it
+// first (its message was sent), so that nothing is left on the communicator.
+TEST(P2P, FreedSmallReceiveThenDestroy) {
+    ccl_comm_t c = nullptr;
+    CCL_OK(ccl_comm_create_from_env(&c));
+    int64_t got = -1;
+    ccl_request_t req = nullptr;
+    CCL_OK(ccl_recv(&got, 1, CCL_INT64, left(), c, &req));
+    CCL_OK(ccl_request_free(req));
+    const int64_t v = 7000 + g_rank;
+    CCL_OK(ccl_send(&v, 1, CCL_INT64, right(), c, nullptr));
+    CCL_OK(ccl_comm_destroy(c));
+    EXPECT_EQ(got, 7000 + left());
+    expect_comm_still_works();
 }
 
 // Polling a receive with ccl_test until its message arrives.

@@ -106,6 +106,18 @@ TEST(Abort, WakesBlockingReceive) {
     });
 }
 
+TEST(Abort, WakesWaitOnASmallReceive) {
+    // Nothing else pending: the receive has no execution until the wait (Communicator::recv_now).
+    abort_while_waiting([](ccl_comm_t c) {
+        int64_t v = 0;
+        ccl_request_t r = nullptr;
+        EXPECT_EQ(ccl_recv(&v, 1, CCL_INT64, 1, c, &r), CCL_SUCCESS);
+        ccl_result_t result = ccl_wait(r);
+        ccl_request_free(r);
+        return result;
+    });
+}
+
 TEST(Abort, WakesWaitOnRequests) {
     // Two nonblocking calls: one a worker waits in, one queued behind it; ccl_wait on both.
     abort_while_waiting([](ccl_comm_t c) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "core/error.h"
@@ -36,13 +37,18 @@ struct alignas(64) Mailbox::Desc {
     // last; the receiver waits on it).
     std::atomic<uint32_t> seq;
     uint32_t sig;
-    uint32_t gen;
-    uint32_t unused;
-    uint64_t offset;    // of the piece in data segment `gen` (or kInline, kWritten)
-    uint64_t bytes;     // of the piece
-    uint64_t total;     // of the whole message
-    uint64_t capacity;  // of data segment `gen`
-    char data[Mailbox::kInlineBytes];
+    uint64_t offset;  // of the piece in data segment `seg.gen` (or kInline, kWritten)
+    uint64_t total;   // of the whole message
+    // An inline message's data starts in the first line (40 bytes of it): a message of up to
+    // 40 bytes crosses as one line. The rest describes a piece that is not inline.
+    union {
+        char data[Mailbox::kInlineBytes];
+        struct {
+            uint64_t bytes;     // of the piece
+            uint64_t capacity;  // of data segment `gen`
+            uint32_t gen;
+        } seg;
+    };
 };
 
 struct alignas(64) Mailbox::Channel {
@@ -78,6 +84,7 @@ void Mailbox::copy_inline(const Channel& ch, uint32_t index, void* buf, size_t b
 
 size_t Mailbox::bytes_needed(int nranks) {
     static_assert(sizeof(Desc) == 128, "a descriptor is two cache lines");
+    static_assert(offsetof(Desc, data) == 24, "inline data starts in the first line");
     return page_round(sizeof(Channel) * size_t(nranks) * size_t(nranks));
 }
 
@@ -109,10 +116,14 @@ Mailbox::~Mailbox() {
         for (uint32_t t = in.tail.load(std::memory_order_relaxed);
              in.ring[t % kSlots].seq.load(std::memory_order_acquire) == t + 1;) {
             const Desc& d = in.ring[t % kSlots];
-            t += d.offset == kInline ? span_of(d.bytes) : 1;
-            last_gen = std::max(last_gen, d.gen);
-            if (d.bytes > 0 && d.offset != kWritten && d.offset != kInline)
-                Segment::remove(data_name(peer, me, d.gen));
+            if (d.offset == kInline) {
+                t += span_of(d.total);
+                continue;
+            }
+            ++t;
+            last_gen = std::max(last_gen, d.seg.gen);
+            if (d.seg.bytes > 0 && d.offset != kWritten)
+                Segment::remove(data_name(peer, me, d.seg.gen));
         }
         // A peer killed between creating a data segment and posting into it left a name that
         // only this rank can know: the generation after the last it posted.
@@ -260,10 +271,8 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
                         static_cast<const char*>(buf) + off, b);
         }
         d.sig = sig;
-        d.gen = out.gen;
-        d.bytes = b;
         d.total = bytes;
-        d.capacity = out.data.size();
+        if (offset != kInline) d.seg = {b, out.data.size(), out.gen};
         Arena::publish({&d.seq, &ch.head_waiters, me}, out.head + 1);
         out.head += offset == kInline ? span : 1;
     }
@@ -274,8 +283,8 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
     Channel& ch = channel(peer, me);
     const uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
     const Desc& d = ch.ring[tail % kSlots];
-    if (d.seq.load(std::memory_order_acquire) != tail + 1 || d.total != bytes || d.bytes != bytes ||
-        d.sig != sig || d.offset == kWritten)
+    if (d.seq.load(std::memory_order_acquire) != tail + 1 || d.total != bytes || d.sig != sig ||
+        d.offset == kWritten)
         return false;
     uint32_t span = 1;
     if (d.offset == kInline) {
@@ -283,7 +292,8 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
         span = span_of(bytes);
     } else {
         const Inbox& in = in_[size_t(peer)];
-        if (!in.data.data() || in.gen != d.gen) return false;  // recv maps the new segment
+        // One piece, in the segment the last one came through (recv maps a new one).
+        if (d.seg.bytes != bytes || !in.data.data() || in.gen != d.seg.gen) return false;
         std::memcpy(buf, static_cast<const char*>(in.data.data()) + d.offset, bytes);
     }
     Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail + span);
@@ -315,21 +325,21 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_
         if (d.offset == kWritten) {
             // already in buf
         } else if (d.offset == kInline) {
-            if (match) copy_inline(ch, tail, static_cast<char*>(buf) + got, d.bytes);
-            span = span_of(d.bytes);
-        } else if (d.bytes > 0) {
-            if (!in.data.data() || in.gen != d.gen) {
+            if (match) copy_inline(ch, tail, static_cast<char*>(buf) + got, d.total);
+            span = span_of(d.total);
+        } else if (d.seg.bytes > 0) {
+            if (!in.data.data() || in.gen != d.seg.gen) {
                 // The first piece in a new data segment: every earlier one was received.
-                std::string name = data_name(peer, me, d.gen);
-                in.data = Segment::open(name, d.capacity, seg_.job());
+                std::string name = data_name(peer, me, d.seg.gen);
+                in.data = Segment::open(name, d.seg.capacity, seg_.job());
                 Segment::remove(name);
-                in.gen = d.gen;
+                in.gen = d.seg.gen;
             }
             if (match)
                 std::memcpy(static_cast<char*>(buf) + got,
-                            static_cast<const char*>(in.data.data()) + d.offset, d.bytes);
+                            static_cast<const char*>(in.data.data()) + d.offset, d.seg.bytes);
         }
-        got += d.bytes;
+        got += d.offset == kInline ? d.total : d.seg.bytes;
         tail += span;
         Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail);
     } while (got < total);

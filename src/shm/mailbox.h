@@ -29,13 +29,13 @@ namespace ccl::shm {
 
 class Mailbox {
 public:
-    static constexpr uint32_t kSlots = 128;     // descriptors per channel
-    static constexpr size_t kInlineBytes = 80;  // messages this small travel in the descriptor
+    static constexpr uint32_t kSlots = 128;      // descriptors per channel
+    static constexpr size_t kInlineBytes = 104;  // messages this small travel in the descriptor
     // Larger ones up to kSpanMax span further descriptors, kSpanBytes in each (all but the first
     // 8 bytes), while the ring has the room: the data crosses in the descriptors' own lines, not
     // through the data segment.
     static constexpr size_t kSpanBytes = 120;
-    static constexpr size_t kSpanMax = kInlineBytes + 6 * kSpanBytes;
+    static constexpr size_t kSpanMax = kInlineBytes + 6 * kSpanBytes;  // 824
     // Receives this small may be taken without a coroutine (try_recv): one piece, inline or in
     // the data segment the previous one came through.
     static constexpr size_t kQuickBytes = 16u << 10;

@@ -72,6 +72,16 @@ struct alignas(64) Mailbox::Channel {
 constexpr size_t kSpanSkip = 8;
 static_assert(kSpanSkip + Mailbox::kSpanBytes == 128);
 
+void Mailbox::put_inline(Channel& ch, uint32_t index, const void* buf, size_t bytes) {
+    Desc& d = ch.ring[index % kSlots];
+    d.offset = kInline;
+    const size_t first = std::min(bytes, kInlineBytes);
+    if (first > 0) std::memcpy(d.data, buf, first);
+    for (size_t at = first; at < bytes; at += kSpanBytes)
+        std::memcpy(reinterpret_cast<char*>(&ch.ring[++index % kSlots]) + kSpanSkip,
+                    static_cast<const char*>(buf) + at, std::min(kSpanBytes, bytes - at));
+}
+
 void Mailbox::copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes) {
     const Desc& d = ch.ring[index % kSlots];
     const size_t first = std::min(bytes, kInlineBytes);
@@ -256,13 +266,7 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
         Desc& d = ch.ring[out.head % kSlots];
         const size_t off = size_t(i) * piece, b = std::min(piece, bytes - off);
         if (offset == kInline) {
-            d.offset = kInline;
-            const size_t first = std::min(bytes, kInlineBytes);
-            if (first > 0) std::memcpy(d.data, buf, first);
-            uint32_t index = out.head;
-            for (size_t at = first; at < bytes; at += kSpanBytes)
-                std::memcpy(reinterpret_cast<char*>(&ch.ring[++index % kSlots]) + kSpanSkip,
-                            static_cast<const char*>(buf) + at, std::min(kSpanBytes, bytes - at));
+            put_inline(ch, out.head, buf, bytes);
         } else if (offset == kWritten) {
             d.offset = kWritten;
         } else {

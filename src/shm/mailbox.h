@@ -2,14 +2,13 @@
 //
 // Per ordered pair of ranks (from, to) a channel in the mailbox segment: a ring of descriptors the
 // sender posts and the receiver consumes in order (tail). Each descriptor carries its message's
-// sequence number, which the receiver waits on, so a small message (up to kInlineBytes, inside
-// its descriptor; up to kSpanMax in consecutive descriptors) crosses between the cores in the
-// descriptors' cache lines; the sender looks at the
-// receiver's tail only when the ring may be full. Larger data goes into a data segment the sender
-// owns for that pair: made on first use, replaced by one twice as large when the unreceived data
-// no longer fits, so a send never waits for its receiver (only for a free descriptor, when
-// kSlots pieces are unreceived). The receiver maps a data segment by name the first time a
-// descriptor names it, and removes the name at once.
+// sequence number, which the receiver waits on, so a small message (up to kInlineBytes inside
+// its descriptor, up to kSpanMax in consecutive descriptors) crosses between the cores in the
+// descriptors' cache lines; the sender looks at the receiver's tail only when the ring may be
+// full. Larger data goes into a data segment the sender owns for that pair: made on first use,
+// replaced by one twice as large when the unreceived data no longer fits, so a send never waits
+// for its receiver (only for a free descriptor, when kSlots pieces are unreceived). The receiver
+// maps a data segment by name the first time a descriptor names it, and removes the name at once.
 //
 // A large message goes in up to four pieces, so a receiver that is already waiting copies one
 // piece out while the sender copies the next one in.
@@ -95,7 +94,9 @@ private:
     };
 
     Channel& channel(int from, int to) const;
-    // The inline message of `bytes` whose first descriptor is `index` of `ch`, into buf.
+    // An inline message of `bytes` whose first descriptor is `index` of `ch`: written from buf
+    // (all but the first descriptor's header and seq), read into buf.
+    static void put_inline(Channel& ch, uint32_t index, const void* buf, size_t bytes);
     static void copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes);
     std::string data_name(int from, int to, uint32_t gen) const;
     // Where a message of `bytes` goes in the outbox to `peer`, moving to a larger data segment if

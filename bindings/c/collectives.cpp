@@ -53,10 +53,11 @@ void check_op(ccl_reduction_t op) {
 
 // The byte size of `count` elements, refusing sizes no buffer can have.
 size_t byte_size(size_t count, ccl_datatype_t dtype) {
-    size_t esize = dtype_size(dtype);
-    if (count > size_t(PTRDIFF_MAX) / esize) [[unlikely]]
+    size_t bytes;  // a multiplication, not a division: this is on every call's path
+    if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes) || bytes > size_t(PTRDIFF_MAX))
+        [[unlikely]]
         bad_count(count, dtype);
-    return count * esize;
+    return bytes;
 }
 
 void check_buffer(const void* p, size_t bytes, const char* name) {
@@ -178,25 +179,37 @@ void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedul
     *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
-// Runs, queues or records (in a group) a checked call, as its attributes and `req` ask.
-void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const ccl_coll_attr_t* attr,
-            ccl_request_t* req) {
+// submit's other paths: device buffers and streams (src/core/device_coll.h), groups and match_id
+// caching.
+void submit_general(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
+                    const ccl_coll_attr_t* attr, ccl_request_t* req) {
     CallOptions opts = options(attr);
-    // XPU (src/core/device_coll.h): device buffers and streams. Off: one predictable branch.
     std::shared_ptr<ze::Stream> stream = stream_of(attr);
-    if (ze::active() || stream) [[unlikely]]
-        xpu_checks(comm, sig, bufs, stream.get(), attr, req);
+    if (ze::active() || stream) xpu_checks(comm, sig, bufs, stream.get(), attr, req);
     if (group_active()) {
         std::shared_ptr<Request> r = req ? make_pooled<Request>() : nullptr;
         group_add(comm.shared_from_this(), sig, bufs, opts, r);
         if (req) *req = request_table().add<ccl_request_t>(std::move(r));
         return;
     }
-    if (ze::active() || stream) [[unlikely]] {
+    if (ze::active() || stream) {
         // A copy: planning the device part may replace the host plan among the recent ones.
         std::shared_ptr<const Schedule> host = comm.schedule_for(sig, opts);
         auto staged = ze::device_schedule(comm, host, bufs, stream.get());
         dispatch(comm, staged ? staged : host, bufs, attr, req);
+        return;
+    }
+    dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
+}
+
+// Runs, queues or records (in a group) a checked call, as its attributes and `req` ask. The
+// common case (host buffers, no stream, no group, no match_id) takes a few branches here: the
+// cost of a small blocking call is mostly its instructions (docs/performance.md, session 12).
+void submit(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
+            const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    if ((attr && attr->to_cache) || has_stream(attr) || ze::active() || group_active())
+        [[unlikely]] {
+        submit_general(comm, sig, bufs, attr, req);
         return;
     }
     if (sig.coll == CollType::recv) {
@@ -206,7 +219,7 @@ void submit(Communicator& comm, const CollSignature& sig, Buffers bufs, const cc
             return;
         }
     }
-    dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
+    dispatch(comm, comm.schedule_for(sig, {}), bufs, attr, req);
 }
 
 }  // namespace

@@ -11,9 +11,7 @@ HandleTable<ze::Stream, 4>& stream_table() {
 }
 
 std::shared_ptr<ze::Stream> stream_of(const ccl_coll_attr_t* attr) {
-    if (!attr || attr->size < offsetof(ccl_coll_attr_t, stream) + sizeof(ccl_stream_t) ||
-        !attr->stream)
-        return nullptr;
+    if (!has_stream(attr)) return nullptr;
     return stream_table().get(attr->stream, "stream");
 }
 

@@ -1,6 +1,7 @@
 // The objects behind ccl_stream_t (Level Zero streams, docs/xpu.md).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "api.h"
@@ -10,7 +11,13 @@ namespace ccl::capi {
 
 HandleTable<ze::Stream, 4>& stream_table();
 
-// The stream a call's attributes carry, or nullptr (none, or attributes from before the field).
+// Whether a call's attributes carry a stream (not attributes from before the field).
+inline bool has_stream(const ccl_coll_attr_t* attr) {
+    return attr && attr->size >= offsetof(ccl_coll_attr_t, stream) + sizeof(ccl_stream_t) &&
+           attr->stream;
+}
+
+// The stream a call's attributes carry, or nullptr.
 std::shared_ptr<ze::Stream> stream_of(const ccl_coll_attr_t* attr);
 
 }  // namespace ccl::capi

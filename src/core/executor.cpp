@@ -8,10 +8,6 @@
 
 namespace ccl {
 
-void execute(const Schedule& schedule, const Buffers& bufs) {
-    for (const Step& step : schedule.steps) step.start(bufs).run_blocking();
-}
-
 bool Execution::advance(bool blocking) {
     if (finished()) return true;
     if (prev_) {

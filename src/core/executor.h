@@ -15,8 +15,16 @@
 
 namespace ccl {
 
-// Runs every step to completion on this thread, blocking in its waits; throws its failure.
-void execute(const Schedule& schedule, const Buffers& bufs);
+// Runs every step to completion on this thread, blocking in its waits (a step's plain form where
+// it has one); throws its failure.
+inline void execute(const Schedule& schedule, const Buffers& bufs) {
+    for (const Step& step : schedule.steps) {
+        if (step.run)
+            step.run(bufs);
+        else
+            step.start(bufs).run_blocking();
+    }
+}
 
 class Execution;
 

@@ -67,12 +67,18 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     const std::string& choice = cfg.allreduce_algo;
     bool direct = choice == "direct" ||
                   (choice == "auto" && bytes <= allreduce_direct_max(cfg, arena.nranks()));
-    if (direct)
-        return {"shm/allreduce_direct",
-                [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
-                    return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
-                                                 sig.dtype, sig.op);
-                }};
+    if (direct) {
+        Step step{"shm/allreduce_direct",
+                  [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
+                      return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
+                                                   sig.dtype, sig.op);
+                  }};
+        if (bytes <= shm::Arena::kEagerBytes)
+            step.run = [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
+                shm::allreduce_eager(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+            };
+        return step;
+    }
     // Single copy (one copy in, where rsag copies in, then out) wins for mid-size messages with
     // slices big enough to pay for the system calls; the largest stream through rsag's copy-outs
     // as fast (docs/performance.md).
@@ -90,12 +96,19 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
 
 Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig, bool single_copy) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (bytes <= cfg.allreduce_direct_max)
-        return {"shm/reduce_direct",
-                [&arena, sig, digest = sig.digest(kReduceDirect)](const Buffers& b) {
-                    return shm::reduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
-                                              sig.op, sig.root);
-                }};
+    if (bytes <= cfg.allreduce_direct_max) {
+        Step step{"shm/reduce_direct",
+                  [&arena, sig, digest = sig.digest(kReduceDirect)](const Buffers& b) {
+                      return shm::reduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+                                                sig.op, sig.root);
+                  }};
+        if (bytes <= shm::Arena::kEagerBytes)
+            step.run = [&arena, sig, digest = sig.digest(kReduceDirect)](const Buffers& b) {
+                shm::reduce_eager(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op,
+                                  sig.root);
+            };
+        return step;
+    }
     // Single copy where allreduce takes it (the same slices, the same system calls per piece)
     // and, at 2 ranks, from smaller slices: it has one round to allreduce's two (2-core machine,
     // us, split / single copy: 128 KiB 18-20 / 13-15, 256 KiB 33-38 / 19-23; at 4 ranks there,
@@ -130,14 +143,19 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             else
                 s.steps.push_back(plan_allreduce(comm.config(), arena, sig, comm.single_copy()));
             break;
-        case CollType::broadcast:
+        case CollType::broadcast: {
             if (sig.count == 0 || comm.size() == 1) break;
+            const uint32_t digest = sig.digest(kBroadcast);
             s.steps.push_back(
-                {"shm/broadcast", [&arena, bytes, root = sig.root,
-                                   digest = sig.digest(kBroadcast)](const Buffers& b) {
+                {"shm/broadcast", [&arena, bytes, root = sig.root, digest](const Buffers& b) {
                      return shm::broadcast(arena, digest, b.recv, bytes, root);
                  }});
+            if (bytes <= shm::Arena::kEagerBytes)
+                s.steps.back().run = [&arena, bytes, root = sig.root, digest](const Buffers& b) {
+                    shm::broadcast_eager(arena, digest, b.recv, bytes, root);
+                };
             break;
+        }
         case CollType::reduce:
             if (sig.count == 0) break;
             if (comm.size() == 1)
@@ -218,10 +236,13 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             break;
         case CollType::barrier:
             if (comm.size() == 1) break;
-            s.steps.push_back(
-                {"shm/barrier", [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
-                     return shm::barrier(arena, digest);
-                 }});
+            s.steps.push_back({"shm/barrier",
+                               [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
+                                   return shm::barrier(arena, digest);
+                               },
+                               [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
+                                   shm::barrier_now(arena, digest);
+                               }});
             break;
     }
     return s;

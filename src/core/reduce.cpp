@@ -65,25 +65,27 @@ const Dispatch& dispatch() {
     return d;
 }
 
+// Out of line and cold: the checks below are on the path of every reduction, small ones too.
+[[noreturn, gnu::cold, gnu::noinline]] void bad_arg(const std::string& what) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, "reduce: " + what);
+}
+
 void check_args(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
                 ccl_reduction_t op, int avg_divisor) {
-    if (!dtype_valid(dtype))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "reduce: invalid datatype " + std::to_string(static_cast<int>(dtype)));
-    if (!op_valid(op))
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "reduce: invalid reduction " + std::to_string(static_cast<int>(op)));
-    if (nsrc < 1)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "reduce: nsrc must be at least 1, got " + std::to_string(nsrc));
-    if (op == CCL_AVG && avg_divisor < 1)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                    "reduce: avg divisor must be at least 1, got " + std::to_string(avg_divisor));
+    if (!dtype_valid(dtype)) [[unlikely]]
+        bad_arg("invalid datatype " + std::to_string(static_cast<int>(dtype)));
+    if (!op_valid(op)) [[unlikely]]
+        bad_arg("invalid reduction " + std::to_string(static_cast<int>(op)));
+    if (nsrc < 1) [[unlikely]]
+        bad_arg("nsrc must be at least 1, got " + std::to_string(nsrc));
+    if (op == CCL_AVG && avg_divisor < 1) [[unlikely]]
+        bad_arg("avg divisor must be at least 1, got " + std::to_string(avg_divisor));
     if (count == 0) return;
-    if (out == nullptr || srcs == nullptr)
-        throw Error(CCL_ERROR_INVALID_ARGUMENT, "reduce: null buffer");
+    if (out == nullptr || srcs == nullptr) [[unlikely]]
+        bad_arg("null buffer");
     for (int i = 0; i < nsrc; ++i)
-        if (srcs[i] == nullptr) throw Error(CCL_ERROR_INVALID_ARGUMENT, "reduce: null source");
+        if (srcs[i] == nullptr) [[unlikely]]
+            bad_arg("null source");
 }
 
 void run(KernelFn fn, void* out, const void* const* srcs, int nsrc, size_t count,

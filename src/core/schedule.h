@@ -57,6 +57,10 @@ struct Buffers {
 struct Step {
     const char* name;                           // a literal, e.g. "shm/allreduce_direct", for logs
     std::function<Task(const Buffers&)> start;  // the step's coroutine, not started yet
+    // Optional: the same step as a plain function that blocks in its waits, which a blocking call
+    // runs instead. For small messages, where the coroutine's frame and resumptions are a large
+    // part of the call (see shm::broadcast_eager).
+    std::function<void(const Buffers&)> run = nullptr;
 };
 
 struct Schedule {

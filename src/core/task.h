@@ -88,6 +88,14 @@ private:
     Handle h_;
 };
 
+// What `co_await w` does, outside a coroutine: blocks this thread until `w` is ready. For the
+// blocking forms of small algorithms (Step::run).
+template <class Awaitable>
+void wait_now(Awaitable&& w) {
+    if (!w.await_ready()) w.block();
+    w.await_resume();
+}
+
 // Runs a task inside another: `while (!co_await Nested{inner}) {}` resumes `inner` and suspends
 // the outer task on whatever `inner` waits for, until `inner` is done (its failure is rethrown).
 // Lets an algorithm be built from others (a node's part, then the leaders', then the node's).

@@ -16,12 +16,28 @@ size_t chunk_elems(const Arena& arena, size_t esize) { return arena.buffer_size(
 
 }  // namespace
 
+void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                     ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = arena.nranks(), me = arena.rank();
+    PerRank<const void*> srcs(n);
+    arena.begin_round(sig, count * dtype_size(dtype));
+    wait_now(arena.buffer_free());
+    arena.publish_eager(send, count * dtype_size(dtype));
+    arena.prefetch_eager();
+    for (int r = 0; r < n; ++r) {
+        if (r != me) wait_now(arena.eager_ready(r));
+        srcs[r] = arena.peer_eager(r);
+    }
+    reduce(recv, srcs.data(), n, count, dtype, op, n);
+    arena.done();
+}
+
 Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
     PerRank<const void*> srcs(n);
-    if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
+    if (count > 0 && count * esize <= Arena::kEagerBytes) {  // as allreduce_eager
         const int me = arena.rank();
         arena.begin_round(sig, count * esize);
         co_await arena.buffer_free();

@@ -6,8 +6,20 @@
 
 namespace ccl::shm {
 
+void broadcast_eager(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
+    arena.begin_round(sig, bytes);
+    if (arena.rank() == root) {
+        wait_now(arena.buffer_free());
+        arena.publish_eager(buf, bytes);
+    } else {
+        wait_now(arena.eager_ready(root));
+        std::memcpy(buf, arena.peer_eager(root), bytes);
+    }
+    arena.done();
+}
+
 Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
-    if (bytes > 0 && bytes <= Arena::kEagerBytes) {  // the data travels with its flag
+    if (bytes > 0 && bytes <= Arena::kEagerBytes) {  // as broadcast_eager
         arena.begin_round(sig, bytes);
         if (arena.rank() == root) {
             co_await arena.buffer_free();

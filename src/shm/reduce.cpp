@@ -9,13 +9,32 @@
 
 namespace ccl::shm {
 
+void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+                  ccl_datatype_t dtype, ccl_reduction_t op, int root) {
+    const int n = arena.nranks();
+    arena.begin_round(sig, count * dtype_size(dtype));
+    if (arena.rank() != root) {
+        wait_now(arena.buffer_free());
+        arena.publish_eager(send, count * dtype_size(dtype));
+    } else {
+        PerRank<const void*> srcs(n);
+        arena.prefetch_eager();
+        for (int r = 0; r < n; ++r) {
+            if (r != root) wait_now(arena.eager_ready(r));
+            srcs[r] = r == root ? send : arena.peer_eager(r);
+        }
+        reduce(recv, srcs.data(), n, count, dtype, op, n);
+    }
+    arena.done();
+}
+
 Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype),
                  chunk = std::min(arena.buffer_size(), cache_piece_bytes()) / esize;
     PerRank<const void*> srcs(n);
-    if (count > 0 && count * esize <= Arena::kEagerBytes) {  // the data travels with its flag
+    if (count > 0 && count * esize <= Arena::kEagerBytes) {  // as reduce_eager
         arena.begin_round(sig, count * esize);
         if (arena.rank() != root) {
             co_await arena.buffer_free();

@@ -68,13 +68,13 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     bool direct = choice == "direct" ||
                   (choice == "auto" && bytes <= allreduce_direct_max(cfg, arena.nranks()));
     if (direct) {
-        Step step{"shm/allreduce_direct",
-                  [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
+        const uint32_t digest = sig.digest(kDirect);
+        Step step{"shm/allreduce_direct", [&arena, sig, digest](const Buffers& b) {
                       return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
                                                    sig.dtype, sig.op);
                   }};
         if (bytes <= shm::Arena::kEagerBytes)
-            step.run = [&arena, sig, digest = sig.digest(kDirect)](const Buffers& b) {
+            step.run = [&arena, sig, digest](const Buffers& b) {
                 shm::allreduce_eager(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
             };
         return step;
@@ -97,13 +97,13 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
 Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig, bool single_copy) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     if (bytes <= cfg.allreduce_direct_max) {
-        Step step{"shm/reduce_direct",
-                  [&arena, sig, digest = sig.digest(kReduceDirect)](const Buffers& b) {
+        const uint32_t digest = sig.digest(kReduceDirect);
+        Step step{"shm/reduce_direct", [&arena, sig, digest](const Buffers& b) {
                       return shm::reduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
                                                 sig.op, sig.root);
                   }};
         if (bytes <= shm::Arena::kEagerBytes)
-            step.run = [&arena, sig, digest = sig.digest(kReduceDirect)](const Buffers& b) {
+            step.run = [&arena, sig, digest](const Buffers& b) {
                 shm::reduce_eager(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op,
                                   sig.root);
             };
@@ -234,16 +234,15 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
                                    return box.recv(b.recv, bytes, digest, peer, single_copy);
                                }});
             break;
-        case CollType::barrier:
+        case CollType::barrier: {
             if (comm.size() == 1) break;
-            s.steps.push_back({"shm/barrier",
-                               [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
-                                   return shm::barrier(arena, digest);
-                               },
-                               [&arena, digest = sig.digest(kBarrier)](const Buffers&) {
-                                   shm::barrier_now(arena, digest);
-                               }});
+            const uint32_t digest = sig.digest(kBarrier);
+            s.steps.push_back(
+                {"shm/barrier",
+                 [&arena, digest](const Buffers&) { return shm::barrier(arena, digest); },
+                 [&arena, digest](const Buffers&) { shm::barrier_now(arena, digest); }});
             break;
+        }
     }
     return s;
 }

@@ -19,10 +19,11 @@ size_t chunk_elems(const Arena& arena, size_t esize) { return arena.buffer_size(
 void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                      ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
+    const size_t bytes = count * dtype_size(dtype);
     PerRank<const void*> srcs(n);
-    arena.begin_round(sig, count * dtype_size(dtype));
+    arena.begin_round(sig, bytes);
     wait_now(arena.buffer_free());
-    arena.publish_eager(send, count * dtype_size(dtype));
+    arena.publish_eager(send, bytes);
     arena.prefetch_eager();
     for (int r = 0; r < n; ++r) {
         if (r != me) wait_now(arena.eager_ready(r));

@@ -12,10 +12,11 @@ namespace ccl::shm {
 void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks();
-    arena.begin_round(sig, count * dtype_size(dtype));
+    const size_t bytes = count * dtype_size(dtype);
+    arena.begin_round(sig, bytes);
     if (arena.rank() != root) {
         wait_now(arena.buffer_free());
-        arena.publish_eager(send, count * dtype_size(dtype));
+        arena.publish_eager(send, bytes);
     } else {
         PerRank<const void*> srcs(n);
         arena.prefetch_eager();

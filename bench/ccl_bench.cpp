@@ -215,6 +215,16 @@ std::string cpu_model() {
     return "unknown";
 }
 
+// The cpus this process may run on, as the kernel lists them ("0-3,8"): whether cclrun (or
+// another launcher) bound it.
+std::string affinity() {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("Cpus_allowed_list:", 0) == 0)
+            return line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+    return "unknown";
+}
+
 RunInfo run_info(ccl_comm_t comm, int ranks) {
     RunInfo run;
     run.ranks = ranks;
@@ -226,6 +236,7 @@ RunInfo run_info(ccl_comm_t comm, int ranks) {
     run.version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
     run.cpu = cpu_model();
     run.cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
+    run.affinity = affinity();
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     run.host = host;

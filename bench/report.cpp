@@ -102,8 +102,8 @@ void Report::header(const RunInfo& run) {
                       o_.min_iters, o_.max_iters);
     std::printf("# ccl_bench: ccl %s, %d ranks, nodes %d, transport %s\n", run.version.c_str(),
                 run.ranks, run.nodes, run.transport.c_str());
-    std::printf("# cpu: %s (%d online), host %s, %s\n", run.cpu.c_str(), run.cpus, run.host.c_str(),
-                run.date.c_str());
+    std::printf("# cpu: %s (%d online; rank 0 on cpus %s), host %s, %s\n", run.cpu.c_str(),
+                run.cpus, run.affinity.c_str(), run.host.c_str(), run.date.c_str());
     std::printf(
         "# shared memory: %.2f MiB per rank (arena and mailbox; point-to-point data apart)\n",
         double(run.shm_bytes) / double(1 << 20));
@@ -133,9 +133,11 @@ void Report::header(const RunInfo& run) {
                      "\"nodes\": %d, \"transport\": %s,\n",
                      json_string(run.version).c_str(), run.ranks, run.nodes,
                      json_string(run.transport).c_str());
-        std::fprintf(json_, "    \"cpu\": %s, \"cpus\": %d, \"host\": %s, \"date\": %s,\n",
-                     json_string(run.cpu).c_str(), run.cpus, json_string(run.host).c_str(),
-                     json_string(run.date).c_str());
+        std::fprintf(json_,
+                     "    \"cpu\": %s, \"cpus\": %d, \"affinity\": %s, \"host\": %s, "
+                     "\"date\": %s,\n",
+                     json_string(run.cpu).c_str(), run.cpus, json_string(run.affinity).c_str(),
+                     json_string(run.host).c_str(), json_string(run.date).c_str());
         std::fprintf(json_, "    \"shm_bytes_per_rank\": %zu,\n", run.shm_bytes);
         std::fprintf(json_,
                      "    \"collectives\": %s, \"dtypes\": %s, \"ops\": %s, \"root\": %d, "

@@ -15,9 +15,10 @@ struct RunInfo {
     int nodes = 1;
     std::string transport = "shm";
     size_t shm_bytes = 0;  // this rank's share of the node's shared memory (ccl_comm_shm_bytes)
-    std::string version;  // "0.1.0"
-    std::string cpu;      // /proc/cpuinfo's model name
-    int cpus = 0;         // online
+    std::string version;   // "0.1.0"
+    std::string cpu;       // /proc/cpuinfo's model name
+    int cpus = 0;          // online
+    std::string affinity;  // the cpus rank 0 may run on (a list like "0" or "0-15")
     std::string host, date;
 };
 

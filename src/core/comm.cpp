@@ -136,7 +136,7 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
 
 Communicator::Communicator(int size, int rank, Bootstrap& boot)
     : id_(next_comm_id++), size_(size), rank_(rank), config_(ccl::config()) {
-    topo_ = Topology(boot.allgather(node_id(config_)), rank);
+    topo_ = Topology(boot.allgather(node_record(config_)), rank);
     if (topo_.nnodes() == 1)
         setup_single_node(boot);
     else
@@ -146,9 +146,10 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot)
     workers();     // started now, so that the first nonblocking call does not pay for it
     log().info(
         "rank {}/{}: communicator ready, {} node(s), transport {} ({} KiB per buffer, single "
-        "copy {}), {} kernels",
+        "copy {}), {} kernels, {} local rank(s) on {} cpu(s): {} waits",
         rank, size, topo_.nnodes(), transports(), arena_->buffer_size() >> 10,
-        single_copy_ ? "on" : "off", isa_name(reduce_isa()));
+        single_copy_ ? "on" : "off", isa_name(reduce_isa()), topo_.local_size(), topo_.node_cpus(),
+        arena_->policy().own_core ? "spinning" : "yielding");
 }
 
 Communicator::~Communicator() {
@@ -198,23 +199,23 @@ ShmRecord parse_shm_record(std::istream& in, const std::string& text) {
 // The node's first rank lays out the arena and mailbox of `nranks` ranks; returns the record
 // ("name buffer_size job") the others open them by.
 std::string create_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
-                            int nranks, size_t buffer_size, double timeout_s) {
+                            int nranks, size_t buffer_size, double timeout_s, int node_cpus) {
     std::string name = segment_name();
     // The segments' job id travels with their names: a segment that does not carry it (stale,
     // foreign, replaced) is refused when the others open it.
     shm::JobId job = kvs::random_secret();
     arena.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(nranks, buffer_size), job),
-                  nranks, 0, buffer_size, timeout_s, true);
+                  nranks, 0, buffer_size, timeout_s, true, node_cpus);
     mailbox.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(nranks), job),
                     name + "-d", *arena);
     return name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
 }
 
 void open_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
-                   const ShmRecord& r, int nranks, int rank, double timeout_s) {
+                   const ShmRecord& r, int nranks, int rank, double timeout_s, int node_cpus) {
     arena.emplace(
         shm::Segment::open(r.name, shm::Arena::bytes_needed(nranks, r.buffer_size), r.job), nranks,
-        rank, r.buffer_size, timeout_s, false);
+        rank, r.buffer_size, timeout_s, false, node_cpus);
     mailbox.emplace(shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(nranks), r.job),
                     r.name + "-d", *arena);
 }
@@ -226,11 +227,14 @@ void Communicator::setup_single_node(Bootstrap& boot) {
     size_t buffer_size = cfg.shm_buffer_size;
     std::string shared;
     // Lay the segments out before publishing their name: a peer may map them at once.
-    if (rank_ == 0) shared = create_segments(arena_, mailbox_, size_, buffer_size, cfg.timeout_s);
+    if (rank_ == 0)
+        shared =
+            create_segments(arena_, mailbox_, size_, buffer_size, cfg.timeout_s, topo_.node_cpus());
     std::string text = boot.from_root(shared);
     if (rank_ != 0) {
         std::istringstream in(text);
-        open_segments(arena_, mailbox_, parse_shm_record(in, text), size_, rank_, cfg.timeout_s);
+        open_segments(arena_, mailbox_, parse_shm_record(in, text), size_, rank_, cfg.timeout_s,
+                      topo_.node_cpus());
     }
     // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,
     // whatever happens to the processes later.
@@ -260,7 +264,8 @@ void Communicator::setup_multinode(Bootstrap& boot) {
     }
     size_t buffer_size = cfg.shm_buffer_size;
     if (leader)
-        record += " " + create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s);
+        record += " " + create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s,
+                                        topo_.node_cpus());
     std::vector<std::string> all = boot.allgather(record);
     std::vector<std::string> names;
     for (int r = 0; r < size_; ++r) {
@@ -286,7 +291,7 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         std::string skip;
         in >> skip;
         open_segments(arena_, mailbox_, parse_shm_record(in, text), local_size, local_rank,
-                      cfg.timeout_s);
+                      cfg.timeout_s, topo_.node_cpus());
     }
     boot.barrier();
     if (leader) {

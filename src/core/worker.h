@@ -41,6 +41,7 @@ private:
         std::vector<std::pair<uint64_t, std::shared_ptr<Execution>>> incoming;
         std::atomic<bool> has_incoming{false};  // lets a busy worker skip the lock
         bool stop = false;
+        bool lingering = false;  // idle but looking at `incoming` every kTick: no notify needed
         std::thread thread;
     };
     static void run(Worker& w, bool crowded);

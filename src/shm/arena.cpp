@@ -61,13 +61,14 @@ size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
            round_up(size_t(nranks) * kLanes * sizeof(EagerSlot), kPage);
 }
 
-Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init)
+Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init,
+             int node_cpus)
     : seg_(std::move(seg)),
       nranks_(nranks),
       rank_(rank),
       buffer_size_(buffer_size),
       timeout_s_(timeout_s),
-      policy_(wait_policy(nranks)),
+      policy_(wait_policy(nranks, node_cpus)),
       flags_offset_(header_bytes(nranks)),
       data_offset_(header_bytes(nranks) + flags_bytes(nranks)),
       lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),

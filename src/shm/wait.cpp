@@ -28,9 +28,9 @@ int usable_cpus() {
 
 }  // namespace
 
-WaitPolicy wait_policy(int local_ranks) {
-    static const int cpus = usable_cpus();
-    if (local_ranks <= cpus) return {4000, 200, true};
+WaitPolicy wait_policy(int local_ranks, int node_cpus) {
+    static const int own = usable_cpus();
+    if (local_ranks <= (node_cpus > 0 ? node_cpus : own)) return {4000, 200, true};
     return {64, 50, false};
 }
 

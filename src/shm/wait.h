@@ -14,8 +14,9 @@ struct WaitPolicy {
     bool own_core;  // every rank has a core of its own: spinning costs nobody
 };
 
-// Spinning only pays when every rank has a core of its own.
-WaitPolicy wait_policy(int local_ranks);
+// Spinning only pays when every rank has a core of its own: `node_cpus` the node's ranks may run
+// on together (Topology::node_cpus), or 0 for this process's own cpus.
+WaitPolicy wait_policy(int local_ranks, int node_cpus = 0);
 
 // Sleeps while *word == expected, at most `timeout` (shared, not process-private, futex).
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout);

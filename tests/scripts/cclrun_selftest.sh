@@ -128,9 +128,48 @@ else
     for p in $(cat "$TMP/out"); do rm -f "/dev/shm/ccl-$p-x"; done
 fi
 
+# Binding: a core each when the ranks fit (the default on this machine), else none.
+allowed() { awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status; }
+full=$(allowed)
+# Cores among the cpus we may use: distinct (package, core) pairs.
+cores=$(for c in $(awk -v l="$full" 'BEGIN { n = split(l, p, ","); for (i = 1; i <= n; i++) {
+            m = split(p[i], r, "-"); for (c = r[1]; c <= (m > 1 ? r[2] : r[1]); c++) print c } }'); do
+            t=/sys/devices/system/cpu/cpu$c/topology
+            echo "$(cat $t/physical_package_id 2>/dev/null)/$(cat $t/core_id 2>/dev/null)"
+        done | sort -u | wc -l)
+show='awk "/^Cpus_allowed_list/ { print \$2 }" /proc/self/status'
+if ((cores >= 2)); then
+    out=$("$CCLRUN" -n 2 -- sh -c "$show" 2>"$TMP/err")
+    if [[ $(echo "$out" | sort -u | wc -l) == 2 && $(echo "$out" | grep -cx "$full") == 0 &&
+          ! -s $TMP/err ]]; then
+        ok "-n 2: a core each ($(echo $out))"
+    else
+        fail "-n 2: a core each" "cpus: $full, ranks: $(echo $out)" "stderr: $(cat "$TMP/err")"
+    fi
+else
+    echo "skip -n 2 binding: $cores core(s) here"
+fi
+out=$("$CCLRUN" --bind-to none -n 2 -- sh -c "$show" 2>&1)
+if [[ $(echo "$out" | grep -cx "$full") == 2 ]]; then ok "--bind-to none"; else
+    fail "--bind-to none" "cpus: $full, ranks: $(echo $out)"; fi
+n=$((cores + 1))
+out=$("$CCLRUN" -n $n -- sh -c "$show" 2>"$TMP/err")
+if [[ $(echo "$out" | grep -cx "$full") == "$n" && ! -s $TMP/err ]]; then
+    ok "-n $n on $cores core(s): unbound, silently"
+else
+    fail "-n $n unbound" "ranks: $(echo $out)" "stderr: $(cat "$TMP/err")"
+fi
+out=$("$CCLRUN" --bind-to core -n $n -- sh -c "$show" 2>"$TMP/err")
+if [[ $? == 0 && $(echo "$out" | grep -cx "$full") == "$n" ]] &&
+       grep -q "not binding the ranks: $n ranks but $cores cores" "$TMP/err"; then
+    ok "--bind-to core -n $n: unbound, says why"
+else
+    fail "--bind-to core -n $n" "ranks: $(echo $out)" "stderr: $(cat "$TMP/err")"
+fi
+
 # Usage errors: exit 2 with a message.
 for args in "" "-n" "-n 0 true" "-n 4097 true" "-n x true" "-n 2" "--bogus -n 1 true" \
-            "-n 1 --timeout 0 true" "-n 1 --timeout abc true"; do
+            "-n 1 --timeout 0 true" "-n 1 --timeout abc true" "--bind-to all -n 1 true"; do
     # shellcheck disable=SC2086
     "$CCLRUN" $args 2>"$TMP/err" >/dev/null
     rc=$?

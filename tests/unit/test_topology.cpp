@@ -1,5 +1,6 @@
 // Node detection: CCL_NODE_ID parsing and the Topology built from every rank's node id.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <map>
 #include <string>
@@ -59,6 +60,35 @@ TEST(Topology, NodesInOrderOfTheirLowestRank) {
     EXPECT_FALSE(t.uniform());
     EXPECT_TRUE(ccl::Topology({"x", "y", "x", "y"}, 0).uniform());
     EXPECT_EQ(ccl::Topology({"x", "x"}, 1).nnodes(), 1);
+}
+
+TEST(Topology, NodeCpusAreTheUnionOfTheNodesRanks) {
+    // Node a: ranks bound to cpu 0 and cpu 1 (each its own core); node b: both on cpus 0-3.
+    ccl::Topology a({"a\n1", "a\n2", "b\nf", "b\nf"}, 1);
+    EXPECT_EQ(a.nnodes(), 2);
+    EXPECT_EQ(a.local_size(), 2);
+    EXPECT_EQ(a.node_cpus(), 2);
+    EXPECT_EQ(ccl::Topology({"a\n1", "a\n2", "b\nf", "b\nf"}, 3).node_cpus(), 4);
+    // Two ranks on one cpu: crowded however many cpus the machine has.
+    EXPECT_EQ(ccl::Topology({"a\n10", "a\n10"}, 0).node_cpus(), 1);
+    EXPECT_EQ(ccl::Topology({"a\n100000000000000000000000000000000", "a\n1"}, 0).node_cpus(), 2);
+    // A rank that did not say (bare id, empty or malformed mask): unknown.
+    EXPECT_EQ(ccl::Topology({"a", "a"}, 0).node_cpus(), 0);
+    EXPECT_EQ(ccl::Topology({"a\n1", "a\n"}, 0).node_cpus(), 0);
+    EXPECT_EQ(ccl::Topology({"a\n1", "a\nxyz"}, 0).node_cpus(), 0);
+    // Only this node's ranks count.
+    EXPECT_EQ(ccl::Topology({"a\n1", "b\nff"}, 0).node_cpus(), 1);
+}
+
+TEST(Topology, NodeRecordCarriesThisProcessCpus) {
+    ccl::Config c;
+    c.node_id = "n1";
+    const std::string rec = ccl::node_record(c);
+    ASSERT_EQ(rec.rfind("n1\n", 0), 0u) << rec;
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+    EXPECT_EQ(ccl::Topology({rec}, 0).node_cpus(), CPU_COUNT(&set));
+    EXPECT_EQ(ccl::Topology({rec}, 0).nnodes(), 1);
 }
 
 }  // namespace

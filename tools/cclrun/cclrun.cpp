@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "binding.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "hosts.h"
@@ -78,6 +79,10 @@ const char* const kUsage =
     "                     (appended when absent); default \"ssh -o BatchMode=yes {host}\"\n"
     "  -x NAME[=VALUE]    also set NAME in the ranks' environment on the hosts (CCL_* and FI_*\n"
     "                     variables are passed on without it)\n"
+    "  --bind-to core|none  core: each rank of a host on a core of its own (all its hardware\n"
+    "                     threads), in the machine's order, when the host has enough cores;\n"
+    "                     none: where the OS puts them. Default: core on this machine, none\n"
+    "                     with --hosts (fake nodes share one machine's cores)\n"
     "  -h, --help         show this help\n"
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
     "LOCAL_WORLD_SIZE (local: among the ranks of its host). CCL_KVS_IFACE picks the interface of\n"
@@ -85,7 +90,8 @@ const char* const kUsage =
     "after 2 s; cclrun exits with the first failure's status.\n";
 const char* const kShortUsage =
     "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--hosts LIST|--hostfile FILE "
-    "[--ppn M] [--launcher-cmd CMD]] [--] prog [args...] (cclrun --help says more)";
+    "[--ppn M] [--launcher-cmd CMD]] [--bind-to core|none] [--] prog [args...] (cclrun --help "
+    "says more)";
 
 struct Options {
     int nranks = 0;  // with hosts, 0 takes every slot
@@ -96,7 +102,8 @@ struct Options {
     int ppn = 0;
     std::string launcher = kDefaultLauncher;
     std::vector<std::string> exports;  // -x
-    bool agent = false;                // hidden: cclrun's agent on a host
+    cclrun::Bind bind = cclrun::Bind::automatic;
+    bool agent = false;  // hidden: cclrun's agent on a host
 };
 
 // "cclrun: " (or "cclrun@host: " in an agent) before each message of ours.
@@ -172,6 +179,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
         } else if ((v = value_of(a, "--launcher-cmd"))) {
             o.launcher = *v;
             have_launcher = true;
+        } else if ((v = value_of(a, "--bind-to"))) {
+            o.bind = cclrun::parse_bind(*v);
         } else if ((v = value_of(a, "-x")) || (v = value_of(a, "--env"))) {
             if (v->empty() || v->front() == '=') throw BadUsage("-x wants NAME or NAME=VALUE");
             o.exports.push_back(*v);
@@ -343,7 +352,8 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 // In the child, between fork and exec: only async-signal-safe calls (the KVS thread may hold
 // locks in the parent). Everything it needs was built before fork.
 [[noreturn]] void exec_child(pid_t parent, char** argv, char** envp, int in_fd, int out_fd,
-                             int err_fd, const std::string& exec_error_prefix) {
+                             int err_fd, const std::string& exec_error_prefix,
+                             const cpu_set_t* cpus, const std::string& bind_error) {
     // Die with cclrun (or the agent), even if it is SIGKILLed; it may already be gone by the time
     // this runs. Kept across exec: an agent started through nsenter dies with cclrun too.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -355,6 +365,9 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
     if (in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0) _exit(kExecFailed);
     if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) _exit(kExecFailed);
     if (err_fd >= 0 && dup2(err_fd, STDERR_FILENO) < 0) _exit(kExecFailed);
+    // Kept across exec and by every thread the rank starts. A failure only costs speed.
+    if (cpus && sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0)
+        write_all(STDERR_FILENO, bind_error.data(), bind_error.size());
     execvpe(argv[0], argv, envp);
     int err = errno;
     write_all(STDERR_FILENO, exec_error_prefix.data(), exec_error_prefix.size());
@@ -383,6 +396,8 @@ struct StartRequest {
     bool with_input = false;  // a pipe to its stdin (agents)
     bool capture = false;     // its stdout and stderr through pipes, written with `prefix`
     std::string prefix;
+    std::optional<cpu_set_t> cpus;  // bound to these
+    std::string bind_error;         // printed when binding fails
 };
 
 // Starts one process. Throws ccl::Error when a pipe or fork fails.
@@ -401,7 +416,7 @@ Child start_child(StartRequest req) {
     if (pid < 0) ccl::throw_errno("fork");
     if (pid == 0) {
         exec_child(parent, argv.data(), envp.data(), in_fd, out.write.get(), err.write.get(),
-                   req.exec_error);
+                   req.exec_error, req.cpus ? &*req.cpus : nullptr, req.bind_error);
     }
     Child c;
     c.what = req.what + " (pid " + std::to_string(pid) + ")";
@@ -704,6 +719,12 @@ void abandon(std::vector<Child>& started) {
 // --label). Throws ccl::Error when a pipe or fork fails, after killing those it started.
 std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int stdin_fd,
                                const std::string& where) {
+    std::vector<cpu_set_t> cpus;
+    if (spec.bind != "none") {
+        std::string why;
+        cpus = cclrun::core_sets(spec.local_size, why);
+        if (cpus.empty() && spec.bind == "core") say("not binding the ranks" + where + ": " + why);
+    }
     std::vector<Child> ranks;
     try {
         for (int l = 0; l < spec.local_size; ++l) {
@@ -721,6 +742,11 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
             req.stdin_fd = stdin_fd;
             req.capture = capture;
             req.prefix = spec.label ? "[" + std::to_string(rank) + "] " : "";
+            if (!cpus.empty()) {
+                req.cpus = cpus[size_t(l)];
+                req.bind_error = g_prefix + "rank " + std::to_string(rank) + where +
+                                 ": could not bind it to its core; it runs unbound\n";
+            }
             ranks.push_back(start_child(std::move(req)));
             if (!where.empty()) ranks.back().what += where;
         }
@@ -742,6 +768,9 @@ int run_local(const Options& o) {
     spec.kvs_address = server.address();
     spec.size = spec.local_size = o.nranks;
     spec.label = o.label;
+    spec.bind = o.bind == cclrun::Bind::none   ? "none"
+                : o.bind == cclrun::Bind::core ? "core"
+                                               : "auto";
     spec.argv = o.argv;
     std::vector<Child> ranks;
     try {
@@ -816,6 +845,7 @@ int run_hosts(const Options& o) {
             spec.first_rank = p.first_rank;
             spec.local_size = p.nranks;
             spec.label = o.label;
+            spec.bind = o.bind == cclrun::Bind::core ? "core" : "none";
             spec.env = env;
             spec.argv = o.argv;
             StartRequest req;

@@ -39,6 +39,7 @@ std::string encode(const JobSpec& s) {
     put(out, "first", std::to_string(s.first_rank));
     put(out, "local", std::to_string(s.local_size));
     put(out, "label", s.label ? "1" : "0");
+    put(out, "bind", s.bind);
     for (const auto& e : s.env) put(out, "env", e);
     for (const auto& a : s.argv) put(out, "arg", a);
     put(out, "end", "");
@@ -84,6 +85,8 @@ std::optional<JobSpec> decode(std::string_view data) {
             s.local_size = to_int(key, v);
         else if (key == "label")
             s.label = v == "1";
+        else if (key == "bind")
+            s.bind = std::string(v);
         else if (key == "env")
             s.env.emplace_back(v);
         else if (key == "arg")
@@ -94,7 +97,7 @@ std::optional<JobSpec> decode(std::string_view data) {
             throw std::runtime_error("bad job spec: unknown key '" + std::string(key) + "'");
     }
     if (s.size < 1 || s.local_size < 1 || s.first_rank + s.local_size > s.size || s.argv.empty() ||
-        s.kvs_address.empty()) {
+        s.kvs_address.empty() || (s.bind != "auto" && s.bind != "core" && s.bind != "none")) {
         throw std::runtime_error("bad job spec: incomplete");
     }
     return s;

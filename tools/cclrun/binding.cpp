@@ -1,0 +1,51 @@
+#include "binding.h"
+
+#include <hwloc.h>
+
+#include "hosts.h"
+
+namespace cclrun {
+
+Bind parse_bind(const std::string& text) {
+    if (text == "core") return Bind::core;
+    if (text == "none") return Bind::none;
+    throw BadUsage("--bind-to wants core or none, not '" + text + "'");
+}
+
+std::vector<cpu_set_t> core_sets(int n, std::string& why) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+        why = "cannot read this process's cpus";
+        return {};
+    }
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0) {
+        why = "cannot read the machine's topology (hwloc)";
+        return {};
+    }
+    std::vector<cpu_set_t> cores;
+    if (hwloc_topology_load(topo) == 0) {
+        const int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        for (int c = 0; c < ncores; ++c) {
+            hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, unsigned(c));
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            int pu = -1;
+            while ((pu = hwloc_bitmap_next(core->cpuset, pu)) >= 0)
+                if (pu < CPU_SETSIZE && CPU_ISSET(pu, &allowed)) CPU_SET(pu, &set);
+            if (CPU_COUNT(&set) > 0) cores.push_back(set);
+        }
+    } else {
+        why = "cannot read the machine's topology (hwloc)";
+    }
+    hwloc_topology_destroy(topo);
+    if (cores.empty()) return {};
+    if (int(cores.size()) < n) {
+        why = std::to_string(n) + " ranks but " + std::to_string(cores.size()) + " cores to run on";
+        return {};
+    }
+    cores.resize(size_t(n));
+    return cores;
+}
+
+}  // namespace cclrun

@@ -149,6 +149,14 @@ if ((cores >= 2)); then
 else
     echo "skip -n 2 binding: $cores core(s) here"
 fi
+# One rank: block gives it every core; core one of them.
+out=$("$CCLRUN" -n 1 -- sh -c "$show" 2>&1)
+if [[ $out == "$full" ]]; then ok "-n 1: every core"; else fail "-n 1: every core" "cpus: $full, rank: $out"; fi
+if ((cores >= 2)); then
+    out=$("$CCLRUN" --bind-to core -n 1 -- sh -c "$show" 2>&1)
+    if [[ -n $out && $out != "$full" && $out != *cclrun* ]]; then ok "--bind-to core -n 1: one core ($out)"; else
+        fail "--bind-to core -n 1" "cpus: $full, rank: $out"; fi
+fi
 out=$("$CCLRUN" --bind-to none -n 2 -- sh -c "$show" 2>&1)
 if [[ $(echo "$out" | grep -cx "$full") == 2 ]]; then ok "--bind-to none"; else
     fail "--bind-to none" "cpus: $full, ranks: $(echo $out)"; fi

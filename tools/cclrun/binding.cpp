@@ -2,17 +2,20 @@
 
 #include <hwloc.h>
 
+#include <algorithm>
+
 #include "hosts.h"
 
 namespace cclrun {
 
 Bind parse_bind(const std::string& text) {
+    if (text == "block") return Bind::block;
     if (text == "core") return Bind::core;
     if (text == "none") return Bind::none;
-    throw BadUsage("--bind-to wants core or none, not '" + text + "'");
+    throw BadUsage("--bind-to wants block, core or none, not '" + text + "'");
 }
 
-std::vector<cpu_set_t> core_sets(int n, std::string& why) {
+std::vector<cpu_set_t> core_sets(int n, int per_rank, std::string& why) {
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
         why = "cannot read this process's cpus";
@@ -40,12 +43,19 @@ std::vector<cpu_set_t> core_sets(int n, std::string& why) {
     }
     hwloc_topology_destroy(topo);
     if (cores.empty()) return {};
-    if (int(cores.size()) < n) {
-        why = std::to_string(n) + " ranks but " + std::to_string(cores.size()) + " cores to run on";
+    const size_t c = cores.size(), un = size_t(n), k = size_t(per_rank);
+    if (c < un * std::max<size_t>(k, 1)) {
+        why = std::to_string(n) + " ranks" + (k > 1 ? " of " + std::to_string(k) + " cores" : "") +
+              " but " + std::to_string(c) + " cores to run on";
         return {};
     }
-    cores.resize(size_t(n));
-    return cores;
+    std::vector<cpu_set_t> sets(un);
+    for (size_t r = 0; r < un; ++r) {
+        CPU_ZERO(&sets[r]);
+        const size_t first = k ? r * k : r * c / un, last = k ? (r + 1) * k : (r + 1) * c / un;
+        for (size_t i = first; i < last; ++i) CPU_OR(&sets[r], &sets[r], &cores[i]);
+    }
+    return sets;
 }
 
 }  // namespace cclrun

@@ -79,10 +79,12 @@ const char* const kUsage =
     "                     (appended when absent); default \"ssh -o BatchMode=yes {host}\"\n"
     "  -x NAME[=VALUE]    also set NAME in the ranks' environment on the hosts (CCL_* and FI_*\n"
     "                     variables are passed on without it)\n"
-    "  --bind-to core|none  core: each rank of a host on a core of its own (all its hardware\n"
-    "                     threads), in the machine's order, when the host has enough cores;\n"
-    "                     none: where the OS puts them. Default: core on this machine, none\n"
-    "                     with --hosts (fake nodes share one machine's cores)\n"
+    "  --bind-to block|core|none  block: each rank of a host on an equal share of its cores\n"
+    "                     (consecutive, in the machine's order, with all their hardware\n"
+    "                     threads: room for the rank's threads); core: on one core each; none:\n"
+    "                     where the OS puts them. block and core need a core per rank. Default:\n"
+    "                     block on this machine when the ranks fit, else none; none with --hosts\n"
+    "                     (fake nodes share one machine's cores)\n"
     "  -h, --help         show this help\n"
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
     "LOCAL_WORLD_SIZE (local: among the ranks of its host). CCL_KVS_IFACE picks the interface of\n"
@@ -90,7 +92,8 @@ const char* const kUsage =
     "after 2 s; cclrun exits with the first failure's status.\n";
 const char* const kShortUsage =
     "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--hosts LIST|--hostfile FILE "
-    "[--ppn M] [--launcher-cmd CMD]] [--bind-to core|none] [--] prog [args...] (cclrun --help "
+    "[--ppn M] [--launcher-cmd CMD]] [--bind-to block|core|none] [--] prog [args...] (cclrun "
+    "--help "
     "says more)";
 
 struct Options {
@@ -714,6 +717,17 @@ void abandon(std::vector<Child>& started) {
     for (auto& c : started) waitpid(c.pid, nullptr, 0);
 }
 
+// How a job spec says it (cclrun::JobSpec::bind).
+std::string bind_name(cclrun::Bind b) {
+    switch (b) {
+        case cclrun::Bind::automatic: return "auto";
+        case cclrun::Bind::block: return "block";
+        case cclrun::Bind::core: return "core";
+        case cclrun::Bind::none: break;
+    }
+    return "none";
+}
+
 // Starts a host's (or this machine's) ranks. `spec` says which; output through pipes when
 // `capture` (an agent always captures: its stdout is its link's; ranks on this machine only with
 // --label). Throws ccl::Error when a pipe or fork fails, after killing those it started.
@@ -722,8 +736,8 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
     std::vector<cpu_set_t> cpus;
     if (spec.bind != "none") {
         std::string why;
-        cpus = cclrun::core_sets(spec.local_size, why);
-        if (cpus.empty() && spec.bind == "core") say("not binding the ranks" + where + ": " + why);
+        cpus = cclrun::core_sets(spec.local_size, spec.bind == "core" ? 1 : 0, why);
+        if (cpus.empty() && spec.bind != "auto") say("not binding the ranks" + where + ": " + why);
     }
     std::vector<Child> ranks;
     try {
@@ -745,7 +759,7 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
             if (!cpus.empty()) {
                 req.cpus = cpus[size_t(l)];
                 req.bind_error = g_prefix + "rank " + std::to_string(rank) + where +
-                                 ": could not bind it to its core; it runs unbound\n";
+                                 ": could not bind it to its cores; it runs unbound\n";
             }
             ranks.push_back(start_child(std::move(req)));
             if (!where.empty()) ranks.back().what += where;
@@ -768,9 +782,7 @@ int run_local(const Options& o) {
     spec.kvs_address = server.address();
     spec.size = spec.local_size = o.nranks;
     spec.label = o.label;
-    spec.bind = o.bind == cclrun::Bind::none   ? "none"
-                : o.bind == cclrun::Bind::core ? "core"
-                                               : "auto";
+    spec.bind = bind_name(o.bind);
     spec.argv = o.argv;
     std::vector<Child> ranks;
     try {
@@ -845,7 +857,7 @@ int run_hosts(const Options& o) {
             spec.first_rank = p.first_rank;
             spec.local_size = p.nranks;
             spec.label = o.label;
-            spec.bind = o.bind == cclrun::Bind::core ? "core" : "none";
+            spec.bind = o.bind == cclrun::Bind::automatic ? "none" : bind_name(o.bind);
             spec.env = env;
             spec.argv = o.argv;
             StartRequest req;

@@ -97,7 +97,8 @@ std::optional<JobSpec> decode(std::string_view data) {
             throw std::runtime_error("bad job spec: unknown key '" + std::string(key) + "'");
     }
     if (s.size < 1 || s.local_size < 1 || s.first_rank + s.local_size > s.size || s.argv.empty() ||
-        s.kvs_address.empty() || (s.bind != "auto" && s.bind != "core" && s.bind != "none")) {
+        s.kvs_address.empty() ||
+        (s.bind != "auto" && s.bind != "block" && s.bind != "core" && s.bind != "none")) {
         throw std::runtime_error("bad job spec: incomplete");
     }
     return s;

@@ -7,7 +7,9 @@
 
 #include <sched.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cclrun {
@@ -19,7 +21,12 @@ enum class Bind {
     none,
 };
 
-// "block", "core" or "none"; throws BadUsage otherwise.
+// Its name ("auto", "block", "core", "none"; the job spec carries it so), and back (nullopt for
+// any other name).
+const char* bind_name(Bind b);
+std::optional<Bind> bind_named(std::string_view name);
+
+// --bind-to's value: "block", "core" or "none"; throws BadUsage otherwise.
 Bind parse_bind(const std::string& text);
 
 // The cpus of each of `n` ranks, among the cpus this process may use, cores in the machine's

@@ -717,27 +717,17 @@ void abandon(std::vector<Child>& started) {
     for (auto& c : started) waitpid(c.pid, nullptr, 0);
 }
 
-// How a job spec says it (cclrun::JobSpec::bind).
-std::string bind_name(cclrun::Bind b) {
-    switch (b) {
-        case cclrun::Bind::automatic: return "auto";
-        case cclrun::Bind::block: return "block";
-        case cclrun::Bind::core: return "core";
-        case cclrun::Bind::none: break;
-    }
-    return "none";
-}
-
 // Starts a host's (or this machine's) ranks. `spec` says which; output through pipes when
 // `capture` (an agent always captures: its stdout is its link's; ranks on this machine only with
 // --label). Throws ccl::Error when a pipe or fork fails, after killing those it started.
 std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int stdin_fd,
                                const std::string& where) {
     std::vector<cpu_set_t> cpus;
-    if (spec.bind != "none") {
+    if (spec.bind != cclrun::Bind::none) {
         std::string why;
-        cpus = cclrun::core_sets(spec.local_size, spec.bind == "core" ? 1 : 0, why);
-        if (cpus.empty() && spec.bind != "auto") say("not binding the ranks" + where + ": " + why);
+        cpus = cclrun::core_sets(spec.local_size, spec.bind == cclrun::Bind::core ? 1 : 0, why);
+        if (cpus.empty() && spec.bind != cclrun::Bind::automatic)
+            say("not binding the ranks" + where + ": " + why);
     }
     std::vector<Child> ranks;
     try {
@@ -782,7 +772,7 @@ int run_local(const Options& o) {
     spec.kvs_address = server.address();
     spec.size = spec.local_size = o.nranks;
     spec.label = o.label;
-    spec.bind = bind_name(o.bind);
+    spec.bind = o.bind;
     spec.argv = o.argv;
     std::vector<Child> ranks;
     try {
@@ -857,7 +847,7 @@ int run_hosts(const Options& o) {
             spec.first_rank = p.first_rank;
             spec.local_size = p.nranks;
             spec.label = o.label;
-            spec.bind = o.bind == cclrun::Bind::automatic ? "none" : bind_name(o.bind);
+            spec.bind = o.bind == cclrun::Bind::automatic ? cclrun::Bind::none : o.bind;
             spec.env = env;
             spec.argv = o.argv;
             StartRequest req;

@@ -28,6 +28,11 @@ int to_int(std::string_view key, std::string_view v) {
     return n;
 }
 
+Bind bind_of(std::string_view v) {
+    if (std::optional<Bind> b = bind_named(v)) return *b;
+    throw std::runtime_error("bad job spec: bind '" + std::string(v) + "'");
+}
+
 }  // namespace
 
 std::string encode(const JobSpec& s) {
@@ -39,7 +44,7 @@ std::string encode(const JobSpec& s) {
     put(out, "first", std::to_string(s.first_rank));
     put(out, "local", std::to_string(s.local_size));
     put(out, "label", s.label ? "1" : "0");
-    put(out, "bind", s.bind);
+    put(out, "bind", bind_name(s.bind));
     for (const auto& e : s.env) put(out, "env", e);
     for (const auto& a : s.argv) put(out, "arg", a);
     put(out, "end", "");
@@ -86,7 +91,7 @@ std::optional<JobSpec> decode(std::string_view data) {
         else if (key == "label")
             s.label = v == "1";
         else if (key == "bind")
-            s.bind = std::string(v);
+            s.bind = bind_of(v);
         else if (key == "env")
             s.env.emplace_back(v);
         else if (key == "arg")
@@ -97,8 +102,7 @@ std::optional<JobSpec> decode(std::string_view data) {
             throw std::runtime_error("bad job spec: unknown key '" + std::string(key) + "'");
     }
     if (s.size < 1 || s.local_size < 1 || s.first_rank + s.local_size > s.size || s.argv.empty() ||
-        s.kvs_address.empty() ||
-        (s.bind != "auto" && s.bind != "block" && s.bind != "core" && s.bind != "none")) {
+        s.kvs_address.empty()) {
         throw std::runtime_error("bad job spec: incomplete");
     }
     return s;

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "binding.h"
+
 namespace cclrun {
 
 struct JobSpec {
@@ -18,7 +20,7 @@ struct JobSpec {
     int first_rank = 0;       // this host's ranks: first_rank .. first_rank + local_size - 1
     int local_size = 0;
     bool label = false;             // prefix output lines with "[rank] "
-    std::string bind = "none";      // block, core, none, or auto: block when the ranks fit
+    Bind bind = Bind::none;         // --bind-to (automatic: block when the ranks fit)
     std::vector<std::string> env;   // "NAME=value" to set in the ranks' environment
     std::vector<std::string> argv;  // the program and its arguments
 };

@@ -1,43 +1,38 @@
-// The libfabric transport: one reliable-datagram endpoint (FI_EP_RDM) per communicator, tagged
-// messages to and from every rank of it. Endpoint names travel through the communicator's
-// bootstrap; progress is driven by whoever waits (a blocking call or a progress worker), never by
-// a thread of our own, and every wait has the communicator's deadline.
+// The libfabric transport. A process opens one reliable-datagram endpoint (FI_EP_RDM) and every
+// communicator with ranks on other nodes shares it (with tcp;ofi_rxm an endpoint holds 64-128 MB
+// of bounce buffers and opening one took half a second on a busy machine: one per communicator
+// made every split and every PyTorch group pay both). A Fabric is one communicator's view of it:
+// tagged messages to and from every rank of that communicator. Endpoint names travel through the
+// communicator's bootstrap; progress is driven by whoever waits (a blocking call or a progress
+// worker) and, for operations nobody waits on, by one progress thread of the endpoint; every wait
+// has the communicator's deadline.
 //
-// Messages are matched by tag: a channel (collectives or point to point), the sender's rank and a
-// per-pair, per-channel sequence number. Both sides of a pair issue their messages of a channel in
-// the same order (collectives are called in the same order everywhere; point-to-point messages
-// between two ranks match in order), so the numbers agree without any handshake.
+// Messages are matched by tag: a channel (collectives, point to point or failure notices), the
+// receiving communicator's id on its own endpoint (exchanged with the names), the sender's rank
+// and a per-pair, per-channel sequence number. Both sides of a pair issue their messages of a
+// channel in the same order (collectives are called in the same order everywhere; point-to-point
+// messages between two ranks match in order), so the numbers agree without any handshake.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "ccl/ccl.h"
 #include "core/task.h"
-
-struct fi_info;
-struct fid_fabric;
-struct fid_domain;
-struct fid_ep;
-struct fid_av;
-struct fid_cq;
-struct fid_mr;
 
 namespace ccl::transport {
 
 // Collectives, point to point, and failure notices (a rank whose communicator broke tells the
 // other nodes' ranks, so that they fail at once with its error instead of at their deadline).
 enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2 };
+
+class Endpoint;  // the process's endpoint (fabric.cpp)
 
 class Fabric {
 public:
@@ -59,19 +54,22 @@ public:
     };
     class Done;  // co_await: an operation completed
 
-    // Opens the endpoint of `rank` among `size` ranks with the provider FI_PROVIDER names
-    // (libfabric's variable), `tcp` when it is unset. Throws CCL_ERROR_UNSUPPORTED naming the
-    // provider and what fi_getinfo said when none fits.
+    // Joins the process's endpoint (opening it with the provider FI_PROVIDER names, libfabric's
+    // variable, `tcp` when it is unset) as `rank` among `size` ranks. Throws
+    // CCL_ERROR_UNSUPPORTED naming the provider and what fi_getinfo said when none fits.
     Fabric(int rank, int size, double timeout_s);
     // The provider an endpoint would use ("tcp;ofi_rxm"), or "unavailable: <why>". Opens nothing.
     static std::string probe();
-    ~Fabric();  // waits (at most the timeout) for unfinished sends, then releases everything
+    // Waits (at most the timeout) for this communicator's unfinished sends, then leaves the
+    // endpoint (closed with its last communicator).
+    ~Fabric();
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;
 
-    std::string name_hex() const;  // this endpoint's address, for the bootstrap
-    const std::string& provider() const { return provider_; }
-    // Inserts every rank's address (hex, from name_hex) into the address vector.
+    // The endpoint's address and this communicator's id on it, for the bootstrap.
+    std::string name_hex() const;
+    const std::string& provider() const;
+    // Takes every rank's name_hex: their addresses and ids.
     void connect(const std::vector<std::string>& names_hex);
     // Collective: opens every connection from the lower rank to the higher one, so that no two
     // ranks ever connect to each other at the same time later (connection-oriented providers
@@ -112,56 +110,30 @@ public:
 
 private:
     friend class Done;
+    friend class Endpoint;
     OpRef recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact);
     // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
     // timeout).
     OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned,
                   double patience_s = -1);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
-    void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len);
-    bool poll_locked();
-    void release() noexcept;  // closes every fabric object
-    // Leaves the fabric objects open (see the definition): operations still pending at
-    // destruction.
-    void abandon() noexcept;
-    void stop_progress() noexcept;
+    void take_notice(const Op& op, size_t len);  // under the endpoint's lock
 
+    std::shared_ptr<Endpoint> ep_;
     int rank_, size_;
     double timeout_s_;
-    std::string provider_;
-    std::unique_ptr<fi_info, void (*)(fi_info*)> info_;
-    // Closed in reverse order by the destructor.
-    fid_fabric* fabric_ = nullptr;
-    fid_domain* domain_ = nullptr;
-    fid_cq* cq_ = nullptr;
-    fid_av* av_ = nullptr;
-    fid_ep* ep_ = nullptr;
-    bool mr_local_ = false;  // the provider wants local buffers registered
-    size_t inject_max_ = 0;  // sends up to this size go inline (fi_tinject)
-    std::vector<uint64_t> addrs_;
+    uint16_t id_ = 0;              // this communicator's id on the endpoint
+    std::vector<uint64_t> addrs_;  // every rank's address in the endpoint's address vector
+    std::vector<uint16_t> ids_;    // every rank's id for this communicator
     std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer
     // The receive of a failure notice from any rank, posted by connect().
-    std::vector<char> notice_buf_;
     std::shared_ptr<Op> notice_op_;
-    fid_mr* notice_mr_ = nullptr;
     std::atomic<int> remote_code_{0};  // a notice's code, once one came
-    std::string remote_what_;          // its text (under mu_)
+    std::string remote_what_;          // its text (under the endpoint's lock)
     std::atomic<bool> notified_{false};
     std::function<void(ccl_result_t)> on_remote_;
-    std::mutex mu_;  // every fabric call and the tables below
-    std::unordered_map<void*, std::shared_ptr<Op>> pending_;  // by context
     std::atomic<bool> aborted_{false};
     std::function<void()> check_;
-    // Progress for operations nobody waits on: a send that returned at once while its rank
-    // blocks in shared memory still needs the provider driven (manual progress) to go out. The
-    // thread polls only when operations are pending and no waiter polled lately; it sleeps
-    // otherwise.
-    void progress_loop();
-    std::atomic<int64_t> last_poll_ns_{0};
-    std::mutex thread_mu_;
-    std::condition_variable thread_cv_;
-    bool stop_ = false;
-    std::thread progress_;
 };
 
 // Waits until an operation completed; throws its error, CCL_ERROR_TIMEOUT at the deadline,

@@ -93,10 +93,11 @@ wait $bg 2>/dev/null
 bg=
 
 # Under the real launchers, a rank that never calls ccl: the others give up after
-# CCL_KVS_TIMEOUT. (Hydra then waits for the idle rank's 8 s; Open MPI stops the job at once.)
+# CCL_KVS_TIMEOUT (3 s). (Hydra then waits for the idle rank's 4 s; Open MPI stops the job at
+# once.)
 if [ -n "$mpiexec" ]; then
     expect "mpiexec: a rank never arrives" 20 "PMI_FD within 3 s" -- "$mpiexec" -n 2 sh -c \
-        'if [ "$PMI_RANK" = 1 ]; then exec sleep 8; else exec "$0"; fi' "$prog"
+        'if [ "$PMI_RANK" = 1 ]; then exec sleep 4; else exec "$0"; fi' "$prog"
 fi
 if [ -n "$mpirun" ]; then
     expect "mpirun: a rank never arrives" 20 "PMIx fence" "CCL_KVS_TIMEOUT" -- "$mpirun" \

@@ -4,13 +4,15 @@
 // descriptors, sending to oneself, nonblocking receives posted before the matching send (waited
 // on this thread or another, polled or freed unwaited), small messages that
 // arrived before their receive (not overtaking a receive still posted), sends and receives
-// in a group, count 0, every datatype, the send buffer reusable once a send returns, p2p
+// in a group, count 0, every datatype, the send buffer reusable once a send returns, large
+// messages of sizes going up and down, p2p
 // interleaved with collectives, a receive whose count or datatype differs from the send (refused on
 // the receiver, the communicator still works), a sender destroying its communicator right after its
 // send, and peers out of range.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -448,6 +450,28 @@ TEST(P2P, SendBufferReusableOnceSent) {
     CCL_OK(ccl_recv(in.data(), in.size(), CCL_INT32, left(), g_comm, nullptr));
     EXPECT_EQ(check_block(in.data(), in.size(), CCL_INT32, left(), 801, 0, "reused, nonblocking"),
               0u);
+}
+
+// Large messages of sizes going up and down, all sent before any is received, twice: across nodes
+// their copies come from recycled buffers, often larger than the message, several in flight.
+TEST(P2P, LargeSizesUpAndDown) {
+    const size_t counts[] = {262147, 20000, 600001, 17000, 300000, 16385};
+    for (int round = 0; round < 2; ++round) {
+        for (size_t k = 0; k < std::size(counts); ++k) {
+            Message out(counts[k], CCL_INT32, g_rank, 900 + 10 * uint64_t(round) + k);
+            CCL_OK(ccl_send(out.data(), counts[k], CCL_INT32, right(), g_comm, nullptr));
+        }
+        for (size_t k = 0; k < std::size(counts); ++k) {
+            Guarded in(counts[k] * 4);
+            CCL_OK(ccl_recv(in.data(), counts[k], CCL_INT32, left(), g_comm, nullptr));
+            const std::string what =
+                "round " + std::to_string(round) + ", message " + std::to_string(k);
+            EXPECT_EQ(check_block(in.data(), counts[k], CCL_INT32, left(),
+                                  900 + 10 * uint64_t(round) + k, 0, what),
+                      0u);
+            EXPECT_TRUE(in.guard_intact()) << what;
+        }
+    }
 }
 
 // Point to point between collectives: sends do not queue behind collectives, receives run in issue

@@ -110,12 +110,9 @@ Task reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t co
     const size_t bytes = count * dtype_size(dtype);
     const int lr = local_root(t, root);
     const bool rep = t.local_rank() == lr;
-    std::vector<char> tmp;
-    void* acc = recv;  // where this node's sum goes: the root's output, scratch on other reps
-    if (rep && c.rank() != root) {
-        tmp.resize(bytes);
-        acc = tmp.data();
-    }
+    const bool scratch = rep && c.rank() != root;
+    transport::Fabric::Scratch tmp = c.fabric().scratch(scratch ? bytes : 0);
+    void* acc = scratch ? tmp.data() : recv;  // this node's sum: the root's output, or scratch
     if (t.local_size() > 1)
         CCL_NESTED(local_reduce(c, d, send, acc, count, dtype, rop, lr));
     else if (acc != send)
@@ -163,8 +160,10 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
     const bool leader = t.local_rank() == 0;
     // At least a byte each: a node whose blocks are all empty still passes a valid pointer.
     const size_t node_bytes = pack[size_t(t.node()) + 1] - pack[size_t(t.node())];
-    std::vector<char> all(leader ? std::max<size_t>(1, pack.back()) : 0),
-        node(leader ? 0 : std::max<size_t>(1, node_bytes));
+    transport::Fabric::Scratch all = c.fabric().scratch(leader ? std::max<size_t>(1, pack.back())
+                                                               : 0),
+                               node =
+                                   c.fabric().scratch(leader ? 0 : std::max<size_t>(1, node_bytes));
     char* mine = leader ? all.data() + pack[size_t(t.node())] : node.data();
     if (t.local_size() > 1) {
         std::vector<size_t> local;
@@ -195,12 +194,12 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
     const size_t node_bytes = size_t(t.local_size()) * blk;
     const bool leader = t.local_rank() == 0;
     // The node's sum of everything at its leader.
-    std::vector<char> full(leader ? size_t(c.size()) * blk : 0);
+    transport::Fabric::Scratch full = c.fabric().scratch(leader ? size_t(c.size()) * blk : 0);
     if (t.local_size() > 1)
         CCL_NESTED(local_reduce(c, d, send, full.data(), count * size_t(c.size()), dtype, rop, 0));
     else
         std::memcpy(full.data(), send, full.size());
-    std::vector<char> mine(node_bytes);
+    transport::Fabric::Scratch mine = c.fabric().scratch(node_bytes);
     if (leader) {
         // Leader k gets every other leader's sums of node k's blocks and adds them up.
         auto pack_for = [&](int k, char* out) {
@@ -210,17 +209,19 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
             }
         };
         const int n = t.nnodes(), me = t.node();
-        std::vector<std::vector<char>> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+        std::vector<transport::Fabric::Scratch> in, out;  // by node (none for this one)
+        for (int k = 0; k < n; ++k) {
+            in.push_back(c.fabric().scratch(k == me ? 0 : node_bytes));
+            out.push_back(c.fabric().scratch(k == me ? 0 : t.ranks_of(k).size() * blk));
+        }
         std::vector<transport::Fabric::OpRef> ops;
         for (int k = 0; k < n; ++k) {
             if (k == me) continue;
-            in[size_t(k)].resize(node_bytes);
             ops.push_back(c.fabric().post_recv(t.leader(k), transport::Channel::coll,
                                                in[size_t(k)].data(), node_bytes));
         }
         for (int i = 1; i < n; ++i) {
             const int k = (me + i) % n;
-            out[size_t(k)].resize(t.ranks_of(k).size() * blk);
             pack_for(k, out[size_t(k)].data());
             ops.push_back(c.fabric().post_send(t.leader(k), transport::Channel::coll,
                                                out[size_t(k)].data(), out[size_t(k)].size()));
@@ -244,9 +245,9 @@ Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts
     const auto roff = shm::byte_offsets(recvcounts.data(), n, esize);
     transport::Fabric& f = c.fabric();
     // In place: the blocks to send are copied out first (the receives overwrite them).
-    std::vector<char> copy;
+    transport::Fabric::Scratch copy = f.scratch(send == recv ? soff[n] : 0);
     if (send == recv) {
-        copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + soff[n]);
+        if (soff[n]) std::memcpy(copy.data(), send, soff[n]);
         send = copy.data();
     }
     if (sendcounts[me] != recvcounts[me])

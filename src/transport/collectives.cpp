@@ -23,7 +23,7 @@ Task allreduce_doubling(Fabric& f, const Group& g, void* buf, size_t count, ccl_
                         ccl_reduction_t op) {
     const int n = g.size(), me = g.me;
     const size_t bytes = count * dtype_size(dtype);
-    std::vector<char> tmp(bytes);
+    Fabric::Scratch tmp = f.scratch(bytes);
     int p = 1;
     while (p * 2 <= n) p *= 2;
     const int rem = n - p;
@@ -67,7 +67,7 @@ Task allreduce_ring(Fabric& f, const Group& g, void* buf, size_t count, ccl_data
     const int next = g.ranks[size_t((me + 1) % n)], prev = g.ranks[size_t((me + n - 1) % n)];
     auto first = [&](int b) { return count * size_t(b) / size_t(n); };
     auto len = [&](int b) { return first(b + 1) - first(b); };
-    std::vector<char> tmp((count / size_t(n) + 1) * esize);
+    Fabric::Scratch tmp = f.scratch((count / size_t(n) + 1) * esize);
     // Reduce-scatter: after n-1 steps member me holds the sum of block (me + 1) % n.
     for (int s = 0; s < n - 1; ++s) {
         const int sb = (me - s + n) % n, rb = (me - s - 1 + 2 * n) % n;
@@ -102,7 +102,8 @@ Task reduce(Fabric& f, const Group& g, void* buf, size_t count, ccl_datatype_t d
             ccl_reduction_t op, int root) {
     const int n = g.size(), vme = (g.me - root + n) % n;
     const size_t bytes = count * dtype_size(dtype);
-    std::vector<char> tmp;
+    // A node that receives from a child needs room for it (the first round tells).
+    Fabric::Scratch tmp = f.scratch(vme % 2 == 0 && vme + 1 < n ? bytes : 0);
     for (int mask = 1; mask < n; mask <<= 1) {
         if (vme & mask) {  // hand the partial result to the parent and stop
             int parent = ((vme & ~mask) + root) % n;
@@ -111,7 +112,6 @@ Task reduce(Fabric& f, const Group& g, void* buf, size_t count, ccl_datatype_t d
             co_return;
         }
         if (vme + mask < n) {
-            tmp.resize(bytes);
             int child = (vme + mask + root) % n;
             auto r = f.post_recv(g.ranks[size_t(child)], Channel::coll, tmp.data(), bytes);
             co_await f.done(r);

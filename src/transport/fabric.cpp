@@ -408,6 +408,7 @@ uint16_t Endpoint::take_id() {
 }
 
 std::vector<char> Endpoint::spare(size_t bytes) {
+    if (bytes < kSpareMin) return std::vector<char>(bytes);
     auto best = spares_.end();
     for (auto it = spares_.begin(); it != spares_.end(); ++it)
         if (it->size() >= bytes && (best == spares_.end() || it->size() < best->size())) best = it;
@@ -422,6 +423,17 @@ void Endpoint::recycle(std::vector<char>&& buf) {
     if (buf.size() < kSpareMin || spare_bytes_ + buf.size() > kSpareMax) return;
     spare_bytes_ += buf.size();
     spares_.push_back(std::move(buf));
+}
+
+Fabric::Scratch::Scratch(Fabric& f, size_t bytes) : ep_(f.ep_.get()), bytes_(bytes) {
+    std::lock_guard<std::mutex> lock(ep_->mu);
+    buf_ = ep_->spare(bytes);
+}
+
+Fabric::Scratch::~Scratch() {
+    if (buf_.empty()) return;  // moved from
+    std::lock_guard<std::mutex> lock(ep_->mu);
+    ep_->recycle(std::move(buf_));
 }
 
 void Endpoint::complete_locked(void* context, ccl_result_t code, const std::string& error,

@@ -53,6 +53,23 @@ public:
         Fabric* fab_ = nullptr;
     };
     class Done;  // co_await: an operation completed
+    // Memory for a call's temporaries, from the buffers the process's endpoint keeps for copies
+    // (fresh memory costs page faults on every call), back to them when it goes. Not zeroed.
+    class Scratch {
+    public:
+        Scratch(Fabric& f, size_t bytes);
+        Scratch(Scratch&& o) noexcept = default;
+        Scratch& operator=(Scratch&&) = delete;
+        ~Scratch();
+        char* data() { return buf_.data(); }
+        size_t size() const { return bytes_; }
+
+    private:
+        Endpoint* ep_;
+        std::vector<char> buf_;
+        size_t bytes_;
+    };
+    Scratch scratch(size_t bytes) { return Scratch(*this, bytes); }
 
     // Joins the process's endpoint (opening it with the provider FI_PROVIDER names, libfabric's
     // variable, `tcp` when it is unset) as `rank` among `size` ranks. Throws

@@ -160,10 +160,10 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
     const bool leader = t.local_rank() == 0;
     // At least a byte each: a node whose blocks are all empty still passes a valid pointer.
     const size_t node_bytes = pack[size_t(t.node()) + 1] - pack[size_t(t.node())];
-    transport::Fabric::Scratch all = c.fabric().scratch(leader ? std::max<size_t>(1, pack.back())
-                                                               : 0),
-                               node =
-                                   c.fabric().scratch(leader ? 0 : std::max<size_t>(1, node_bytes));
+    const size_t all_bytes = leader ? std::max<size_t>(1, pack.back()) : 0;
+    transport::Fabric::Scratch all = c.fabric().scratch(all_bytes);
+    transport::Fabric::Scratch node =
+        c.fabric().scratch(leader ? 0 : std::max<size_t>(1, node_bytes));
     char* mine = leader ? all.data() + pack[size_t(t.node())] : node.data();
     if (t.local_size() > 1) {
         std::vector<size_t> local;

@@ -92,9 +92,8 @@ const char* const kUsage =
     "after 2 s; cclrun exits with the first failure's status.\n";
 const char* const kShortUsage =
     "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--hosts LIST|--hostfile FILE "
-    "[--ppn M] [--launcher-cmd CMD]] [--bind-to block|core|none] [--] prog [args...] (cclrun "
-    "--help "
-    "says more)";
+    "[--ppn M] [--launcher-cmd CMD]] [--bind-to block|core|none] [--] prog [args...] "
+    "(cclrun --help says more)";
 
 struct Options {
     int nranks = 0;  // with hosts, 0 takes every slot

@@ -40,11 +40,6 @@ private:
     bool ok_ = false;
 };
 
-int usable_cpus() {
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
 }  // namespace
 
 WorkerPool::WorkerPool(int count, const std::vector<int>& cpus, int local_rank, bool crowded) {
@@ -146,7 +141,7 @@ void WorkerPool::run(Worker& w, bool crowded) {
 
 WorkerPool& workers() {
     static WorkerPool pool(config().worker_count, config().worker_cpus, config().local_rank,
-                           config().local_size * (1 + config().worker_count) > usable_cpus());
+                           config().local_size * (1 + config().worker_count) > shm::usable_cpus());
     return pool;
 }
 

@@ -3,8 +3,10 @@
 #include <sys/random.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "core/error.h"
+#include "core/hex.h"
 #include "kvs/net.h"
 
 namespace ccl::kvs {
@@ -37,31 +39,13 @@ Secret derive_secret(std::string_view shared) {
     return s;
 }
 
-std::string secret_hex(const Secret& s) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(2 * s.size());
-    for (uint8_t b : s) {
-        out.push_back(kDigits[b >> 4]);
-        out.push_back(kDigits[b & 15]);
-    }
-    return out;
-}
+std::string secret_hex(const Secret& s) { return to_hex(s.data(), s.size()); }
 
 std::optional<Secret> parse_secret_hex(std::string_view text) {
-    if (text.size() != 2 * kSecretBytes) return std::nullopt;
-    auto digit = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        return -1;
-    };
+    const std::optional<std::string> bytes = from_hex(text);
+    if (!bytes || bytes->size() != kSecretBytes) return std::nullopt;
     Secret s{};
-    for (size_t i = 0; i < s.size(); ++i) {
-        int hi = digit(text[2 * i]), lo = digit(text[2 * i + 1]);
-        if (hi < 0 || lo < 0) return std::nullopt;
-        s[i] = uint8_t(hi << 4 | lo);
-    }
+    std::memcpy(s.data(), bytes->data(), s.size());
     return s;
 }
 

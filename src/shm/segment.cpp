@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/hex.h"
 
 namespace ccl::shm {
 
@@ -43,16 +44,6 @@ void* map(int fd, size_t size, const std::string& name) {
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) throw_errno("mmap of shared-memory segment " + name);
     return p;
-}
-
-std::string hex(const uint8_t* p, size_t n) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string s;
-    for (size_t i = 0; i < n; ++i) {
-        s.push_back(kDigits[p[i] >> 4]);
-        s.push_back(kDigits[p[i] & 15]);
-    }
-    return s;
 }
 
 }  // namespace
@@ -127,9 +118,9 @@ Segment Segment::open(const std::string& name, size_t size, const JobId& job) {
         throw refuse("its header says " + std::to_string(h.size) + " bytes, expected " +
                      std::to_string(size));
     if (std::memcmp(h.job, job.data(), job.size()) != 0)
-        throw refuse("it belongs to job " + hex(h.job, sizeof(h.job)) + " (created by pid " +
+        throw refuse("it belongs to job " + to_hex(h.job, sizeof(h.job)) + " (created by pid " +
                      std::to_string(h.creator_pid) + "), not to this one " +
-                     hex(job.data(), job.size()));
+                     to_hex(job.data(), job.size()));
     return seg;
 }
 

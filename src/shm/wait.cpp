@@ -17,16 +17,12 @@
 
 namespace ccl::shm {
 
-namespace {
-
 int usable_cpus() {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? int(n) : 1;
 }
-
-}  // namespace
 
 WaitPolicy wait_policy(int local_ranks, int node_cpus) {
     static const int own = usable_cpus();

@@ -14,6 +14,9 @@ struct WaitPolicy {
     bool own_core;  // every rank has a core of its own: spinning costs nobody
 };
 
+// The cpus this process may run on (its affinity).
+int usable_cpus();
+
 // Spinning only pays when every rank has a core of its own: `node_cpus` the node's ranks may run
 // on together (Topology::node_cpus), or 0 for this process's own cpus.
 WaitPolicy wait_policy(int local_ranks, int node_cpus = 0);

@@ -284,7 +284,8 @@ CCL_API ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, v
 /*
  * Point to point. Messages from one rank to another are matched in the order they were sent; the
  * receiver's count and datatype must match the sender's (else the receive fails with
- * CCL_ERROR_INVALID_USAGE and the message is dropped). A rank may send to itself.
+ * CCL_ERROR_INVALID_USAGE, the message is dropped and, from a rank on another node, the receive's
+ * buffer may have been written). A rank may send to itself.
  *
  * A send never waits for its receiver: it completes once the data is copied out of `buf` (into
  * shared memory that grows as needed), so exchanges and rings of blocking sends cannot deadlock.

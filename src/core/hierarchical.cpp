@@ -271,54 +271,21 @@ Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts
     for (auto& o : ops) co_await f.done(o);
 }
 
-// A point-to-point message starts with a header: its size and the call's digest (count and
-// datatype), so that a receive that expects another is refused (and the message dropped) as over
-// shared memory. The receiver posts one buffer of kInline bytes for the header, so a message is
-// never truncated (some providers drop the connection on truncation): small messages travel in
-// it, larger ones follow as a second message of exactly the announced size.
-struct P2pHeader {
-    uint64_t bytes;
-    uint32_t digest;
-    uint32_t follows;  // the data comes in a second message
-};
-constexpr size_t kInline = 16 << 10;
-
+// A point-to-point message is one tagged message straight into the receive's buffer, carrying
+// the call's digest (count and datatype) as remote CQ data, so that a receive that expects
+// another is refused as over shared memory. A message of another length fails the receive (a
+// longer one is truncated by the provider: FI_ETRUNC); its buffer's contents are then undefined.
 Task send(Communicator& c, uint32_t digest, const void* buf, size_t bytes, int peer) {
     // Copied: the caller may reuse its buffer at once, and the send completes in the background.
-    const bool follows = sizeof(P2pHeader) + bytes > kInline;
-    P2pHeader h{bytes, digest, follows ? 1u : 0u};
-    std::vector<char> msg(sizeof(h) + (follows ? 0 : bytes));
-    std::memcpy(msg.data(), &h, sizeof(h));
-    if (!follows && bytes) std::memcpy(msg.data() + sizeof(h), buf, bytes);
-    auto head = c.fabric().post_send(peer, transport::Channel::p2p, std::move(msg));
-    if (follows) auto data = c.fabric().post_send(peer, transport::Channel::p2p, buf, bytes, true);
+    auto op = c.fabric().send_message(peer, buf, bytes, digest);
     co_return;
 }
 
 Task recv(Communicator& c, uint32_t digest, void* buf, size_t bytes, int peer) {
     transport::Fabric& f = c.fabric();
-    std::vector<char> msg(kInline);
-    {
-        auto op = f.post_recv_any_size(peer, transport::Channel::p2p, msg.data(), msg.size());
-        co_await f.done(op);
-    }
-    P2pHeader h;
-    std::memcpy(&h, msg.data(), sizeof(h));
-    const bool fits = h.bytes == bytes && h.digest == digest;
-    if (h.follows) {
-        std::vector<char> drop(fits ? 0 : h.bytes);
-        auto op = f.post_recv(peer, transport::Channel::p2p, fits ? buf : drop.data(), h.bytes);
-        co_await f.done(op);
-    } else if (fits && bytes) {
-        std::memcpy(buf, msg.data() + sizeof(h), bytes);
-    }
-    if (h.bytes != bytes)
-        throw Error(CCL_ERROR_INVALID_USAGE,
-                    "the message from rank " + std::to_string(peer) + " has " +
-                        std::to_string(h.bytes) + " bytes where the receive expects " +
-                        std::to_string(bytes) +
-                        ": sender and receiver disagree on the count (the message is dropped)");
-    if (h.digest != digest)
+    auto op = f.post_recv(peer, transport::Channel::p2p, buf, bytes);
+    co_await f.done(op);
+    if (op.data() != digest)
         throw Error(CCL_ERROR_INVALID_USAGE,
                     "the message from rank " + std::to_string(peer) +
                         " was sent with another datatype than its receive expects (the message "

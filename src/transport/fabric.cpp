@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/hex.h"
 #include "core/log.h"
 
 namespace ccl::transport {
@@ -33,6 +34,7 @@ struct Fabric::Op {
     bool notice = false;  // the receive of a failure notice (its buffer is `copy`)
     int peer = 0;
     size_t bytes = 0;
+    uint64_t data = 0;        // a received message's remote CQ data (point to point: its digest)
     std::vector<char> copy;   // a send's own copy of its data; a notice's buffer
     fid_mr* mr = nullptr;     // the buffer's registration, when the provider needs one
     Fabric* owner = nullptr;  // the communicator's view; null once it is gone
@@ -96,11 +98,15 @@ std::string wanted_provider() {
 // rxm's 16 KiB bounce buffers, 32 and 64 KiB messages took segmentation or rendezvous round
 // trips (64 KiB allreduce ~200 us); with 64 KiB + rxm's header they go eagerly (~90 us). rxm keeps
 // 2 x 1024 such buffers: a rank's resident memory grows by 50-100 MB. Its receive queue per
-// connection shrinks to 32. Larger messages keep rendezvous.
+// connection shrinks to 32. Larger messages keep rendezvous. Eager messages land in those buffers,
+// not straight in the receive's ("dynamic receive buffers"): with those, a message longer than
+// its receive (ranks that disagree on a count) broke the connection for good, and a connection
+// serves every communicator of the process; through rxm's buffers it is one failed receive.
 void set_provider_defaults(const std::string& wanted) {
     if (wanted.find("tcp") == std::string::npos) return;
     const std::pair<const char*, const char*> defaults[] = {{"FI_OFI_RXM_BUFFER_SIZE", "65600"},
-                                                            {"FI_OFI_RXM_MSG_RX_SIZE", "32"}};
+                                                            {"FI_OFI_RXM_MSG_RX_SIZE", "32"},
+                                                            {"FI_OFI_RXM_ENABLE_DYN_RBUF", "0"}};
     for (const auto& [name, value] : defaults)
         if (!std::getenv(name)) {
             setenv(name, value, 0);
@@ -118,6 +124,8 @@ fi_info* get_info(const std::string& wanted) {
     hints->caps = FI_TAGGED;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
+    // Remote CQ data carries a point-to-point message's digest beside its payload.
+    hints->domain_attr->cq_data_size = 4;
     // Registration modes we can live with: we register local buffers when asked (FI_MR_LOCAL);
     // we never expose memory to remote access.
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
@@ -129,7 +137,8 @@ fi_info* get_info(const std::string& wanted) {
         throw Error(CCL_ERROR_UNSUPPORTED,
                     "libfabric provider '" + wanted +
                         "' offers no reliable-datagram endpoint with tagged messages "
-                        "(FI_EP_RDM, FI_TAGGED): fi_getinfo said " +
+                        "and 4 bytes of remote CQ data (FI_EP_RDM, FI_TAGGED): "
+                        "fi_getinfo said " +
                         fi_strerror(ret < 0 ? -ret : ret) +
                         ". Set FI_PROVIDER to a provider this host has (fi_info lists them); "
                         "ranks on other nodes need one");
@@ -166,7 +175,8 @@ public:
     void recycle(std::vector<char> buf);
     // Reads completions once; true when something completed.
     bool poll_locked();
-    void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len);
+    void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len,
+                         uint64_t data = 0);
 
     std::string provider;
     fid_domain* domain = nullptr;
@@ -246,6 +256,10 @@ Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
     provider = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : wanted;
     mr_local = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0 || (info_->mode & FI_LOCAL_MR);
     inject_max = info_->tx_attr ? info_->tx_attr->inject_size : 0;
+    if (info_->domain_attr->cq_data_size < 4)
+        throw Error(CCL_ERROR_UNSUPPORTED, "libfabric provider '" + provider + "' carries " +
+                                               std::to_string(info_->domain_attr->cq_data_size) +
+                                               " bytes of remote CQ data; ccl needs 4");
     auto check = [&](int r, const char* what) {
         if (r != 0)
             throw Error(CCL_ERROR_SYSTEM,
@@ -376,13 +390,7 @@ std::string Endpoint::name_hex() const {
         r = fi_getname(&ep->fid, buf.data(), &len);
     }
     if (r != 0) throw Error(CCL_ERROR_SYSTEM, fi_error("fi_getname", r));
-    static const char* digits = "0123456789abcdef";
-    std::string hex;
-    for (size_t i = 0; i < len; ++i) {
-        hex += digits[buf[i] >> 4];
-        hex += digits[buf[i] & 15];
-    }
-    return hex;
+    return to_hex(buf.data(), len);
 }
 
 uint64_t Endpoint::address_of(const std::string& raw, int rank) {
@@ -438,13 +446,14 @@ Fabric::Scratch::~Scratch() {
 }
 
 void Endpoint::complete_locked(void* context, ccl_result_t code, const std::string& error,
-                               size_t len) {
+                               size_t len, uint64_t data) {
     auto it = pending.find(context);
     if (it == pending.end()) return;
     std::shared_ptr<Fabric::Op> op = std::move(it->second);
     pending.erase(it);
     close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
     op->mr = nullptr;
+    op->data = data;
     if (code == CCL_SUCCESS && op->is_recv && op->exact && len != op->bytes) {
         code = CCL_ERROR_INVALID_USAGE;
         op->error = "a message of " + std::to_string(len) + " bytes came from rank " +
@@ -472,7 +481,8 @@ bool Endpoint::poll_locked() {
         if (n > 0) {
             any = true;
             for (ssize_t i = 0; i < n; ++i)
-                complete_locked(entries[i].op_context, CCL_SUCCESS, {}, entries[i].len);
+                complete_locked(entries[i].op_context, CCL_SUCCESS, {}, entries[i].len,
+                                (entries[i].flags & FI_REMOTE_CQ_DATA) ? entries[i].data : 0);
             continue;
         }
         if (n == -FI_EAVAIL) {
@@ -576,17 +586,15 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
     for (int r = 0; r < size_; ++r) {
         const std::string& name = names_hex[size_t(r)];
         const size_t dot = name.find('.');
-        const std::string hex = name.substr(0, dot);
-        std::string raw(hex.size() / 2, '\0');
-        bool ok = dot != std::string::npos && !raw.empty() && hex.size() % 2 == 0 &&
-                  name.size() - dot == 5;
-        for (size_t i = 0; ok && i < raw.size(); ++i)
-            raw[i] = char(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
-        if (!ok)
+        const std::optional<std::string> raw =
+            dot == std::string::npos ? std::nullopt
+                                     : from_hex(std::string_view(name).substr(0, dot));
+        if (!raw || raw->empty() || name.size() - dot != 5 ||
+            name.find_first_not_of("0123456789abcdef", dot + 1) != std::string::npos)
             throw Error(CCL_ERROR_INTERNAL,
                         "rank " + std::to_string(r) + "'s libfabric address is malformed");
         ids_[size_t(r)] = uint16_t(std::stoul(name.substr(dot + 1), nullptr, 16));
-        addrs_[size_t(r)] = ep_->address_of(raw, r);
+        addrs_[size_t(r)] = ep_->address_of(*raw, r);
     }
     // The failure notice from any rank: every tag of the notice channel with this id.
     notice_op_ = std::make_shared<Op>();
@@ -650,31 +658,32 @@ void Fabric::notify_failure(ccl_result_t code, const std::string& what,
             std::memcpy(msg.data(), &n, sizeof(n));
             // Briefly: a peer that cannot take it still has its own deadline.
             const size_t bytes = msg.size();  // before msg moves
-            send_op(p, Channel::notice, nullptr, bytes, std::move(msg), 0.05);
+            send_op(p, Channel::notice, nullptr, bytes, std::move(msg), {}, 0.05);
         } catch (const Error& e) {  // best effort: the peer's deadline still holds
             log().debug("rank {}: failure notice to rank {} not sent: {}", rank_, p, e.what());
         }
     }
 }
 
-Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy) {
-    if (!copy) return send_op(peer, ch, buf, bytes, {});
+Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t bytes) {
+    return send_op(peer, ch, buf, bytes, {});
+}
+
+Fabric::OpRef Fabric::send_message(int peer, const void* buf, size_t bytes, uint32_t digest) {
     std::vector<char> data;
     {
         std::lock_guard<std::mutex> lock(ep_->mu);
         data = ep_->spare(bytes);
     }
     if (bytes) std::memcpy(data.data(), buf, bytes);
-    return send_op(peer, ch, nullptr, bytes, std::move(data));
+    return send_op(peer, Channel::p2p, nullptr, bytes, std::move(data), digest);
 }
 
-Fabric::OpRef Fabric::post_send(int peer, Channel ch, std::vector<char> data) {
-    const size_t bytes = data.size();
-    return send_op(peer, ch, nullptr, bytes, std::move(data));
-}
+uint64_t Fabric::OpRef::data() const { return op_ ? op_->data : 0; }
 
 Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t bytes,
-                              std::vector<char> owned, double patience_s) {
+                              std::vector<char> owned, std::optional<uint32_t> data,
+                              double patience_s) {
     auto op = std::make_shared<Op>();
     op->peer = peer;
     op->bytes = bytes;
@@ -706,9 +715,10 @@ Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t byte
     // The provider may be out of resources for a moment: progress and try again, within the
     // deadline.
     for (;;) {
-        ssize_t r = inject
-                        ? fi_tinject(ep_->ep, buf, bytes, addrs_[size_t(peer)], tag)
-                        : fi_tsend(ep_->ep, buf, bytes, desc, addrs_[size_t(peer)], tag, &op->ctx);
+        const fi_addr_t to = addrs_[size_t(peer)];
+        ssize_t r = inject ? fi_tinject(ep_->ep, buf, bytes, to, tag)
+                    : data ? fi_tsenddata(ep_->ep, buf, bytes, desc, *data, to, tag, &op->ctx)
+                           : fi_tsend(ep_->ep, buf, bytes, desc, to, tag, &op->ctx);
         if (r == 0) break;
         if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
             ep_->pending.erase(&op->ctx);
@@ -729,17 +739,8 @@ Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t byte
 }
 
 Fabric::OpRef Fabric::post_recv(int peer, Channel ch, void* buf, size_t bytes) {
-    return recv_op(peer, ch, buf, bytes, true);
-}
-
-Fabric::OpRef Fabric::post_recv_any_size(int peer, Channel ch, void* buf, size_t bytes) {
-    return recv_op(peer, ch, buf, bytes, false);
-}
-
-Fabric::OpRef Fabric::recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact) {
     auto op = std::make_shared<Op>();
     op->is_recv = true;
-    op->exact = exact;
     op->peer = peer;
     op->bytes = bytes;
     op->owner = this;

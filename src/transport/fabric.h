@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ public:
         OpRef& operator=(OpRef&& o) noexcept;
         ~OpRef();
         Op* get() const { return op_.get(); }
+        // A completed receive's remote CQ data (a point-to-point message's digest).
+        uint64_t data() const;
 
     private:
         std::shared_ptr<Op> op_;
@@ -96,17 +99,15 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
 
-    // Posts a send of `bytes` at `buf` to `peer`. With `copy` the data is copied first and the
-    // caller may reuse `buf` at once (point-to-point sends, which never wait for their receiver);
-    // otherwise `buf` must stay valid until the operation completes.
-    OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes, bool copy = false);
-    // The same with data the operation owns (the caller needs nothing back).
-    OpRef post_send(int peer, Channel ch, std::vector<char> data);
-    // Posts a receive of at most `bytes` from `peer`; a longer message fails the operation, a
-    // shorter one too (counts differ between the ranks: CCL_ERROR_INVALID_USAGE).
+    // Posts a send of `bytes` at `buf` to `peer`; `buf` must stay valid until it completes.
+    OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes);
+    // A point-to-point message (Channel::p2p): copied first, so the caller may reuse `buf` at once
+    // (such sends never wait for their receiver), with `digest` (the call's count and datatype)
+    // as remote CQ data, for the receive to check (OpRef::data).
+    OpRef send_message(int peer, const void* buf, size_t bytes, uint32_t digest);
+    // Posts a receive of exactly `bytes` from `peer`: a longer or a shorter message fails it
+    // (counts differ between the ranks: CCL_ERROR_INVALID_USAGE).
     OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes);
-    // The same, where any message of at most `bytes` is fine.
-    OpRef post_recv_any_size(int peer, Channel ch, void* buf, size_t bytes);
     Done done(const OpRef& op);
 
     // From any thread: every wait throws CCL_ERROR_ABORTED from now on.
@@ -128,11 +129,11 @@ public:
 private:
     friend class Done;
     friend class Endpoint;
-    OpRef recv_op(int peer, Channel ch, void* buf, size_t bytes, bool exact);
+    // `buf` null: the operation's own `owned` data. `data`: remote CQ data to send with it.
     // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
     // timeout).
     OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned,
-                  double patience_s = -1);
+                  std::optional<uint32_t> data = {}, double patience_s = -1);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
     void take_notice(const Op& op, size_t len);  // under the endpoint's lock
 

@@ -6,9 +6,9 @@
 // arrived before their receive (not overtaking a receive still posted), sends and receives
 // in a group, count 0, every datatype, the send buffer reusable once a send returns, large
 // messages of sizes going up and down, p2p
-// interleaved with collectives, a receive whose count or datatype differs from the send (refused on
-// the receiver, the communicator still works), a sender destroying its communicator right after its
-// send, and peers out of range.
+// interleaved with collectives, a receive whose count or datatype differs from the send, small or
+// large (refused on the receiver, the communicator still works), a sender destroying its
+// communicator right after its send, and peers out of range.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -540,6 +540,39 @@ TEST(P2P, MismatchedReceiveIsRefused) {
     EXPECT_EQ(got, std::vector<int32_t>(5, left() + 1000));
     // And collectives still work afterwards.
     EXPECT_TRUE(run_alltoall(Ctx{g_comm, g_rank, g_size}, CCL_INT32, 9, false, 900));
+}
+
+// The same with large messages (across nodes a message goes straight into its receive's buffer,
+// so a longer one is truncated by the provider, which must drop the rest and keep the
+// connection): longer and shorter than the receive, on both sides of the eager and rendezvous
+// sizes, each followed by a good message.
+TEST(P2P, LargeMismatchedReceiveIsRefused) {
+    const size_t sizes[][2] = {{300000, 299999}, {300000, 300001}, {70000, 3},
+                               {5, 70000},       {2000000, 16},    {16, 2000000}};
+    uint64_t seed = 980;
+    for (const auto& [sent, expected] : sizes) {
+        Message out(sent, CCL_UINT8, g_rank, ++seed);
+        CCL_OK(ccl_send(out.data(), sent, CCL_UINT8, right(), g_comm, nullptr));
+        Guarded in(expected);
+        EXPECT_FAILS(ccl_recv(in.data(), expected, CCL_UINT8, left(), g_comm, nullptr),
+                     CCL_ERROR_INVALID_USAGE, "count");
+        EXPECT_TRUE(in.guard_intact()) << sent << " bytes into " << expected;
+        Message good(sent, CCL_UINT8, g_rank, ++seed);
+        CCL_OK(ccl_send(good.data(), sent, CCL_UINT8, right(), g_comm, nullptr));
+        Guarded got(sent);
+        CCL_OK(ccl_recv(got.data(), sent, CCL_UINT8, left(), g_comm, nullptr));
+        EXPECT_EQ(
+            check_block(got.data(), sent, CCL_UINT8, left(), seed, 0,
+                        "after " + std::to_string(sent) + " into " + std::to_string(expected)),
+            0u);
+    }
+    // A large message with the right size but another datatype.
+    Message out(100000, CCL_INT32, g_rank, ++seed);
+    CCL_OK(ccl_send(out.data(), 100000, CCL_INT32, right(), g_comm, nullptr));
+    Guarded in(400000);
+    EXPECT_FAILS(ccl_recv(in.data(), 100000, CCL_FLOAT32, left(), g_comm, nullptr),
+                 CCL_ERROR_INVALID_USAGE, "datatype");
+    expect_comm_still_works();
 }
 
 // A send has completed, so its message is on its way: the sender may destroy its communicator at

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/binding.h"
 #include "core/config.h"
 #include "core/executor.h"
 #include "core/log.h"
@@ -132,11 +133,16 @@ std::unique_ptr<Bootstrap> kvs_bootstrap(kvs::Client& kvs, int size, int rank) {
 }  // namespace
 
 Communicator::Communicator(int size, int rank, kvs::Client& kvs)
-    : Communicator(size, rank, *kvs_bootstrap(kvs, size, rank)) {}
+    : Communicator(size, rank, *kvs_bootstrap(kvs, size, rank), true) {}
 
-Communicator::Communicator(int size, int rank, Bootstrap& boot)
+Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
     : id_(next_comm_id++), size_(size), rank_(rank), config_(ccl::config()) {
     topo_ = Topology(boot.allgather(node_record(config_)), rank);
+    // Before the workers start and the arena is mapped, so that both land on the rank's cpus.
+    if (bind && config_.bind)
+        if (std::string what = bind_if_unbound(topo_.local_rank(), topo_.local_size());
+            !what.empty())
+            log().info("rank {}: {}", rank, what);
     if (topo_.nnodes() == 1)
         setup_single_node(boot);
     else

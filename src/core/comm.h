@@ -55,10 +55,11 @@ class Communicator : public std::enable_shared_from_this<Communicator>,
                      private Deferral {
 public:
     // Collective: every rank of the communicator calls it (in the same order for every
-    // communicator created over one KVS). Sets up the shared memory through the KVS.
+    // communicator created over one KVS). Sets up the shared memory through the KVS. The first
+    // one binds a rank that nobody bound (CCL_BIND, core/binding.h).
     Communicator(int size, int rank, kvs::Client& kvs);
-    // The same, with whatever bootstrap.
-    Communicator(int size, int rank, Bootstrap& boot);
+    // The same, with whatever bootstrap; `bind`: as above.
+    Communicator(int size, int rank, Bootstrap& boot, bool bind = false);
 
     // ccl_comm_split: collective over this communicator. Null for CCL_UNDEFINED.
     std::shared_ptr<Communicator> split(int color, int key);

@@ -169,6 +169,11 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     }
     if (const char* v = getenv_fn("CCL_SINGLE_COPY"))
         c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
+    if (const char* v = getenv_fn("CCL_BIND")) {
+        const std::string s = v;
+        if (s != "auto" && s != "none") bad("CCL_BIND", v, "auto or none");
+        c.bind = s == "auto";
+    }
     if (const char* v = getenv_fn("CCL_NODE_ID")) {
         std::string s = v;
         // It travels in whitespace-separated bootstrap records.

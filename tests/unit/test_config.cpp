@@ -36,6 +36,15 @@ TEST(Config, Defaults) {
     EXPECT_EQ(c.shm_buffer_size, 1u << 20);
     EXPECT_EQ(c.allreduce_algo, "auto");
     EXPECT_EQ(c.log_level, ccl::LogLevel::warn);
+    EXPECT_TRUE(c.bind);
+}
+
+// CCL_BIND: whether a rank nobody bound binds itself (core/binding.h).
+TEST(Config, Bind) {
+    EXPECT_TRUE(parse({{"CCL_BIND", "auto"}}).bind);
+    EXPECT_FALSE(parse({{"CCL_BIND", "none"}}).bind);
+    expect_rejected("CCL_BIND", "core");
+    expect_rejected("CCL_BIND", "");
 }
 
 TEST(Config, ParsesValues) {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "binding.h"
+#include "core/binding.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "hosts.h"
@@ -724,7 +725,7 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
     std::vector<cpu_set_t> cpus;
     if (spec.bind != cclrun::Bind::none) {
         std::string why;
-        cpus = cclrun::core_sets(spec.local_size, spec.bind == cclrun::Bind::core ? 1 : 0, why);
+        cpus = ccl::core_sets(spec.local_size, spec.bind == cclrun::Bind::core ? 1 : 0, why);
         if (cpus.empty() && spec.bind != cclrun::Bind::automatic)
             say("not binding the ranks" + where + ": " + why);
     }

@@ -408,11 +408,13 @@ const std::shared_ptr<const Schedule>& Communicator::schedule_for(const CollSign
     return recent_[last_recent_];
 }
 
-void Communicator::note_failure(const Error& e) {
+void Communicator::note_failure(const Error& e, bool p2p) {
     // A dead peer seen outside the arena's waits (a single-copy transfer) or a wait that timed
-    // out leaves the ranks out of step like a failed wait: make the peers see it too.
+    // out leaves the ranks out of step like a failed wait: make the peers see it too. So does a
+    // collective whose fabric message had another size than its receive: across nodes only the
+    // receiving rank sees such a disagreement (shared memory's own check fails the arena itself).
     if (e.code() == CCL_ERROR_PEER_FAILURE || e.code() == CCL_ERROR_TIMEOUT ||
-        e.code() == CCL_ERROR_ABORTED)
+        e.code() == CCL_ERROR_ABORTED || (e.code() == CCL_ERROR_INVALID_USAGE && fabric_ && !p2p))
         arena_->mark_failed(e.code());
     // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
     if (!arena_->failed()) return;
@@ -460,7 +462,7 @@ void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
     try {
         execute(schedule, bufs);
     } catch (const Error& e) {
-        note_failure(e);
+        note_failure(e, is_p2p(schedule.sig.coll));
         throw;
     }
 }
@@ -582,7 +584,7 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
 }
 
 void Communicator::finished(Execution& e, ccl_result_t code, const std::string& message) {
-    if (code != CCL_SUCCESS) note_failure(Error(code, message));
+    if (code != CCL_SUCCESS) note_failure(Error(code, message), is_p2p(e.schedule().sig.coll));
     for (const auto& r : e.requests()) r->complete(code, message);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
 }

@@ -140,8 +140,10 @@ public:
 private:
     void check_broken_slow(bool peers);
     void execute_now(const Schedule& schedule, const Buffers& bufs);
-    void note_failure(const Error& e);  // marks the communicator broken if the arena failed
-    bool probe_single_copy();           // collective, at creation
+    // Marks the communicator broken if the arena failed; `p2p`: the failed call was a send or
+    // receive (a mismatched receive leaves the communicator usable).
+    void note_failure(const Error& e, bool p2p = true);
+    bool probe_single_copy();  // collective, at creation
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
     void setup_single_node(Bootstrap& boot);
     void setup_multinode(Bootstrap& boot);

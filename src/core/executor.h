@@ -67,6 +67,7 @@ public:
     bool finished() const { return finished_.load(std::memory_order_acquire); }
     // The requests that complete with its result.
     const RequestList& requests() const { return reqs_; }
+    const Schedule& schedule() const { return *schedule_; }
 
 private:
     bool advance(bool blocking);  // with mu_ held

@@ -238,8 +238,47 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
     if (op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 
-Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts, void* recv,
-               std::vector<size_t> recvcounts, ccl_datatype_t dtype) {
+namespace {
+
+// The blocks between a node's ranks, over shared memory. Where the node's ranks are consecutive
+// (the usual placement) so are their blocks, and the shm algorithm works on them where they are;
+// otherwise they are packed in local order first and unpacked after.
+Task local_alltoallv(Communicator& c, uint32_t d, const void* send, const size_t* soff,
+                     const std::vector<size_t>& sendcounts, void* recv, const size_t* roff,
+                     const std::vector<size_t>& recvcounts, ccl_datatype_t dtype) {
+    const Topology& t = c.topology();
+    const std::vector<int>& local = t.ranks_of(t.node());
+    const size_t L = local.size(), f = size_t(local[0]), esize = dtype_size(dtype);
+    bool consecutive = true;
+    for (size_t i = 0; i < L; ++i) consecutive = consecutive && size_t(local[i]) == f + i;
+    if (consecutive) {
+        CCL_NESTED(shm::alltoallv(c.arena(), d, at(send, soff[f]), sendcounts.data() + f,
+                                  at(recv, roff[f]), recvcounts.data() + f, dtype,
+                                  c.single_copy()));
+        co_return;
+    }
+    std::vector<size_t> sc(L), rc(L);
+    size_t sbytes = 0, rbytes = 0;
+    for (size_t i = 0; i < L; ++i) {
+        sc[i] = sendcounts[size_t(local[i])];
+        rc[i] = recvcounts[size_t(local[i])];
+        sbytes += sc[i] * esize;
+        rbytes += rc[i] * esize;
+    }
+    transport::Fabric::Scratch in = c.fabric().scratch(sbytes), out = c.fabric().scratch(rbytes);
+    for (size_t i = 0, off = 0; i < L; off += sc[i++] * esize)
+        std::memcpy(in.data() + off, at(send, soff[size_t(local[i])]), sc[i] * esize);
+    CCL_NESTED(shm::alltoallv(c.arena(), d, in.data(), sc.data(), out.data(), rc.data(), dtype,
+                              c.single_copy()));
+    for (size_t i = 0, off = 0; i < L; off += rc[i++] * esize)
+        std::memcpy(at(recv, roff[size_t(local[i])]), out.data() + off, rc[i] * esize);
+}
+
+}  // namespace
+
+Task alltoallv(Communicator& c, uint32_t d, const void* send, std::vector<size_t> sendcounts,
+               void* recv, std::vector<size_t> recvcounts, ccl_datatype_t dtype) {
+    const Topology& t = c.topology();
     const size_t esize = dtype_size(dtype), n = size_t(c.size()), me = size_t(c.rank());
     const auto soff = shm::byte_offsets(sendcounts.data(), n, esize);
     const auto roff = shm::byte_offsets(recvcounts.data(), n, esize);
@@ -255,18 +294,26 @@ Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts
                                                  " sends itself " + std::to_string(sendcounts[me]) +
                                                  " elements but expects " +
                                                  std::to_string(recvcounts[me]));
+    // Ranks on other nodes over the fabric, posted first so that they move while the node's
+    // ranks exchange theirs over shared memory.
+    const bool on_node = t.local_size() > 1;
+    auto remote = [&](size_t j) { return on_node ? t.node_of(int(j)) != t.node() : j != me; };
     std::vector<transport::Fabric::OpRef> ops;
     for (size_t j = 0; j < n; ++j)
-        if (j != me)
+        if (remote(j))
             ops.push_back(f.post_recv(int(j), transport::Channel::coll, at(recv, roff[j]),
                                       recvcounts[j] * esize));
     // Staggered, so that not every rank sends to rank 0 first.
     for (size_t i = 1; i < n; ++i) {
         const size_t j = (me + i) % n;
-        ops.push_back(f.post_send(int(j), transport::Channel::coll, at(send, soff[j]),
-                                  sendcounts[j] * esize));
+        if (remote(j))
+            ops.push_back(f.post_send(int(j), transport::Channel::coll, at(send, soff[j]),
+                                      sendcounts[j] * esize));
     }
-    if (sendcounts[me])
+    if (on_node)
+        CCL_NESTED(local_alltoallv(c, d, send, soff.data(), sendcounts, recv, roff.data(),
+                                   recvcounts, dtype));
+    else if (sendcounts[me])
         std::memmove(at(recv, roff[me]), at(send, soff[me]), sendcounts[me] * esize);
     for (auto& o : ops) co_await f.done(o);
 }

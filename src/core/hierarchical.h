@@ -30,9 +30,10 @@ Task allgatherv(Communicator& c, uint32_t digest, const void* send, void* recv,
                 std::vector<size_t> counts, ccl_datatype_t dtype);
 Task reduce_scatter(Communicator& c, uint32_t digest, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
-// Every pair over the fabric (co-located pairs too): the messages are the user's own blocks.
-Task alltoallv(Communicator& c, const void* send, std::vector<size_t> sendcounts, void* recv,
-               std::vector<size_t> recvcounts, ccl_datatype_t dtype);
+// Blocks between co-located ranks over shared memory, the others over the fabric at the same
+// time (the messages are the user's own blocks).
+Task alltoallv(Communicator& c, uint32_t digest, const void* send, std::vector<size_t> sendcounts,
+               void* recv, std::vector<size_t> recvcounts, ccl_datatype_t dtype);
 // Point to point with a rank on another node. A send copies the data and returns at once (it
 // never waits for its receiver).
 // `digest` identifies count and datatype: a receive expecting another fails with

@@ -19,7 +19,8 @@ enum HierAlgo : uint64_t {
     kHierReduce,
     kHierAllgather,
     kHierReduceScatter,
-    kHierBarrier
+    kHierBarrier,
+    kHierAlltoall
 };
 
 }  // namespace
@@ -81,14 +82,15 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
             std::vector<size_t> equal;
             if (sig.coll == CollType::alltoall) equal.assign(n, sig.count);
             s.steps.push_back(
-                {"ofi/alltoallv",
-                 [&c, n, dtype = sig.dtype, equal = std::move(equal)](const Buffers& b) {
+                {"hier/alltoallv", [&c, n, dtype = sig.dtype, equal = std::move(equal),
+                                    d = sig.digest(kHierAlltoall)](const Buffers& b) {
                      std::vector<size_t> sc = equal, rc = equal;
                      if (equal.empty()) {
                          sc.assign(b.counts.begin(), b.counts.begin() + long(n));
                          rc.assign(b.counts.begin() + long(n), b.counts.begin() + long(2 * n));
                      }
-                     return hier::alltoallv(c, b.send, std::move(sc), b.recv, std::move(rc), dtype);
+                     return hier::alltoallv(c, d, b.send, std::move(sc), b.recv, std::move(rc),
+                                            dtype);
                  }});
             break;
         }

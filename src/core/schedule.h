@@ -28,6 +28,7 @@ enum class CollType {
     recv
 };
 const char* coll_name(CollType coll);
+inline bool is_p2p(CollType coll) { return coll == CollType::send || coll == CollType::recv; }
 
 // Everything about a call that shapes its plan. Every rank passes the same signature.
 struct CollSignature {

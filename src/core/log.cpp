@@ -25,9 +25,10 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 }
 
 spdlog::logger& sink() {
-    static std::shared_ptr<spdlog::logger> logger = [] {
-        auto l = std::make_shared<spdlog::logger>(
-            "ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    // Never destroyed: communicators the application left open are destroyed by exit handlers,
+    // possibly after this function's statics would be, and they may still log.
+    static spdlog::logger* logger = [] {
+        auto* l = new spdlog::logger("ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
         l->set_pattern("[ccl %L %P] %v");
         l->set_level(spdlog::level::trace);  // Logger::enabled has already filtered
         return l;

@@ -27,7 +27,11 @@ Cores read_cores(std::string& why) {
         return out;
     }
     hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
+    if (hwloc_topology_init(&topo) != 0) {
+        why = "cannot read the machine's topology (hwloc)";
+        return out;
+    }
+    if (hwloc_topology_load(topo) != 0) {
         why = "cannot read the machine's topology (hwloc)";
         hwloc_topology_destroy(topo);
         return out;

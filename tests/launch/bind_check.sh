@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ranks that a launcher left unbound (torchrun_style.sh) bind themselves at their first
 # communicator, every thread to its equal share of the cores (CCL_BIND=auto, the default); with
-# CCL_BIND=none they stay on every cpu; ranks bound already (here by taskset) keep their cpus.
+# CCL_BIND=none they stay on every cpu, as under cclrun --bind-to none; ranks bound already (here
+# by taskset) keep their cpus.
 # Usage: bind_check.sh bind_check cclrun
 set -u
 prog=${1:?usage: $0 bind_check cclrun}
@@ -27,7 +28,11 @@ out=$(CCL_BIND=none "$here/torchrun_style.sh" 2 "$prog" 2>&1)
 check "CCL_BIND=none leaves them" \
     '[ "$(field 0 4)" = "$all" ] && [ "$(field 1 4)" = "$all" ] && [ "$(field 0 6)" = "$all" ]' "$out"
 
-out=$(env -u CCL_BIND "$cclrun" --bind-to none -n 2 -- taskset -c 0 "$prog" 2>&1)
+out=$(env -u CCL_BIND "$cclrun" --bind-to none -n 2 -- "$prog" 2>&1)
+check "cclrun --bind-to none leaves them" \
+    '[ "$(field 0 4)" = "$all" ] && [ "$(field 1 4)" = "$all" ]' "$out"
+
+out=$(env -u CCL_BIND taskset -c 0 "$here/torchrun_style.sh" 2 "$prog" 2>&1)
 check "ranks their user bound keep their cpus" \
     '[ "$(field 0 4)" = "0" ] && [ "$(field 1 4)" = "0" ]' "$out"
 

@@ -4,7 +4,9 @@
 # node (--ppn P: P ranks per node). The three are run alternately (raw, Open MPI, ccl; the order
 # rotates between rounds) and the table shows the median of each over --repeat rounds, with the
 # load (uptime) before and after: the development machines are small and shared, so only figures
-# of one run compare.
+# of one run compare. ccl's ranks run with CCL_BIND=none, unbound like Open MPI's (--bind-to none):
+# fake nodes share one machine's cores, and ranks binding themselves by local rank would pile
+# the nodes' rank 0s onto the same cores (--ccl-env can set it otherwise).
 #
 # Usage: tests/multinode/compare_fabric.sh [--repeat R] [--sizes LIST] [--time S] [--out DIR]
 #        [--ppn P] [--ccl-env "VAR=VALUE ..."]
@@ -18,7 +20,7 @@ repeat=3
 sizes=8,4K,64K,1M,16M
 time_s=0.3
 out=""
-ccl_env=""
+ccl_env="CCL_BIND=none"
 mpi=1
 ppn=1
 peers=${PEERS_DIR:-$repo/../shared/peers}
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --time) time_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    --ccl-env) ccl_env=$2; shift 2 ;;
+    --ccl-env) ccl_env="CCL_BIND=none $2"; shift 2 ;;
     --ppn) ppn=$2; shift 2 ;;
     --no-mpi) mpi=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;

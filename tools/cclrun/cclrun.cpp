@@ -729,6 +729,13 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
         if (cpus.empty() && spec.bind != cclrun::Bind::automatic)
             say("not binding the ranks" + where + ": " + why);
     }
+    // Ranks cclrun leaves unbound stay so, unless the user set CCL_BIND: the library would bind
+    // them itself by local rank, which piles fake nodes' ranks sharing one machine onto the same
+    // cores (and `--bind-to none` means none).
+    const bool keep_unbound =
+        cpus.empty() && !std::getenv("CCL_BIND") &&
+        std::none_of(spec.env.begin(), spec.env.end(),
+                     [](const std::string& kv) { return kv.rfind("CCL_BIND=", 0) == 0; });
     std::vector<Child> ranks;
     try {
         for (int l = 0; l < spec.local_size; ++l) {
@@ -736,6 +743,7 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
             StartRequest req;
             req.argv = spec.argv;
             std::vector<std::string> set = spec.env;
+            if (keep_unbound) set.push_back("CCL_BIND=none");
             for (auto& v : rank_variables(rank, spec.size, l, spec.local_size, spec.kvs_address)) {
                 set.push_back(std::move(v));
             }

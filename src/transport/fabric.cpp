@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -30,8 +29,9 @@ struct Fabric::Op {
     ccl_result_t code = CCL_SUCCESS;  // when failed
     std::string error;
     bool is_recv = false;
-    bool exact = true;    // a receive fails unless the message has exactly `bytes`
-    bool notice = false;  // the receive of a failure notice (its buffer is `copy`)
+    // The receive of a failure notice (its buffer is `copy`; any length up to it). Every other
+    // receive fails unless its message has exactly `bytes`.
+    bool notice = false;
     int peer = 0;
     size_t bytes = 0;
     uint64_t data = 0;        // a received message's remote CQ data (point to point: its digest)
@@ -454,7 +454,7 @@ void Endpoint::complete_locked(void* context, ccl_result_t code, const std::stri
     close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
     op->mr = nullptr;
     op->data = data;
-    if (code == CCL_SUCCESS && op->is_recv && op->exact && len != op->bytes) {
+    if (code == CCL_SUCCESS && op->is_recv && !op->notice && len != op->bytes) {
         code = CCL_ERROR_INVALID_USAGE;
         op->error = "a message of " + std::to_string(len) + " bytes came from rank " +
                     std::to_string(op->peer) + " where " + std::to_string(op->bytes) +
@@ -572,9 +572,8 @@ Fabric::~Fabric() {
 const std::string& Fabric::provider() const { return ep_->provider; }
 
 std::string Fabric::name_hex() const {
-    char id[8];
-    std::snprintf(id, sizeof(id), ".%04x", unsigned(id_));
-    return ep_->name_hex() + id;
+    const uint8_t id[2] = {uint8_t(id_ >> 8), uint8_t(id_)};
+    return ep_->name_hex() + "." + to_hex(id, sizeof(id));
 }
 
 void Fabric::connect(const std::vector<std::string>& names_hex) {
@@ -586,21 +585,22 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
     for (int r = 0; r < size_; ++r) {
         const std::string& name = names_hex[size_t(r)];
         const size_t dot = name.find('.');
-        const std::optional<std::string> raw =
-            dot == std::string::npos ? std::nullopt
-                                     : from_hex(std::string_view(name).substr(0, dot));
-        if (!raw || raw->empty() || name.size() - dot != 5 ||
-            name.find_first_not_of("0123456789abcdef", dot + 1) != std::string::npos)
+        // "<endpoint's address>.<communicator id>", both hex (name_hex()).
+        std::optional<std::string> raw, id;
+        if (dot != std::string::npos) {
+            raw = from_hex(std::string_view(name).substr(0, dot));
+            id = from_hex(std::string_view(name).substr(dot + 1));
+        }
+        if (!raw || raw->empty() || !id || id->size() != 2)
             throw Error(CCL_ERROR_INTERNAL,
                         "rank " + std::to_string(r) + "'s libfabric address is malformed");
-        ids_[size_t(r)] = uint16_t(std::stoul(name.substr(dot + 1), nullptr, 16));
+        ids_[size_t(r)] = uint16_t(uint8_t((*id)[0]) << 8 | uint8_t((*id)[1]));
         addrs_[size_t(r)] = ep_->address_of(*raw, r);
     }
     // The failure notice from any rank: every tag of the notice channel with this id.
     notice_op_ = std::make_shared<Op>();
     Op& op = *notice_op_;
     op.is_recv = true;
-    op.exact = false;
     op.notice = true;
     op.peer = -1;
     op.copy.assign(sizeof(Notice), 0);

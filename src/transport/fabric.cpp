@@ -35,7 +35,7 @@ struct Fabric::Op {
     int peer = 0;
     size_t bytes = 0;
     uint64_t data = 0;        // a received message's remote CQ data (point to point: its digest)
-    std::vector<char> copy;   // a send's own copy of its data; a notice's buffer
+    Bytes copy;               // a send's own copy of its data; a notice's buffer
     fid_mr* mr = nullptr;     // the buffer's registration, when the provider needs one
     Fabric* owner = nullptr;  // the communicator's view; null once it is gone
 };
@@ -171,8 +171,8 @@ public:
     // (kept, or freed when small or too many are kept). Fresh memory for every large copy cost
     // more than the transfer (page faults are dear on virtual machines: a 1 MiB send across two
     // fake nodes took 4.4 ms with fresh copies, 1.3 ms without any).
-    std::vector<char> spare(size_t bytes);
-    void recycle(std::vector<char> buf);
+    Bytes spare(size_t bytes);
+    void recycle(Bytes buf);
     // Reads completions once; true when something completed.
     bool poll_locked();
     void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len,
@@ -205,8 +205,8 @@ private:
     std::unordered_map<std::string, uint64_t> addresses_;  // by raw name
     std::vector<bool> live_ = std::vector<bool>(kIds);     // communicator ids in use
     // Buffers kept for copies: at least kSpareMin bytes each, kSpareMax in all.
-    static constexpr size_t kSpareMin = size_t(64) << 10, kSpareMax = size_t(64) << 20;
-    std::vector<std::vector<char>> spares_;
+    static constexpr size_t kSpareMin = size_t(64) << 10, kSpareMax = size_t(256) << 20;
+    std::vector<Bytes> spares_;
     size_t spare_bytes_ = 0;
     uint16_t next_id_ = 0;
     std::atomic<int64_t> last_poll_ns_{0};
@@ -416,20 +416,30 @@ uint16_t Endpoint::take_id() {
                     " communicators across nodes already: destroy some first");
 }
 
-std::vector<char> Endpoint::spare(size_t bytes) {
-    if (bytes < kSpareMin) return std::vector<char>(bytes);
+Bytes Endpoint::spare(size_t bytes) {
+    if (bytes < kSpareMin) return Bytes(bytes);
     auto best = spares_.end();
     for (auto it = spares_.begin(); it != spares_.end(); ++it)
         if (it->size() >= bytes && (best == spares_.end() || it->size() < best->size())) best = it;
-    if (best == spares_.end()) return std::vector<char>(bytes);
-    std::vector<char> buf = std::move(*best);
+    if (best == spares_.end()) return Bytes(bytes);
+    Bytes buf = std::move(*best);
     spares_.erase(best);
     spare_bytes_ -= buf.size();
     return buf;
 }
 
-void Endpoint::recycle(std::vector<char> buf) {
-    if (buf.size() < kSpareMin || spare_bytes_ + buf.size() > kSpareMax) return;
+void Endpoint::recycle(Bytes buf) {
+    if (buf.size() < kSpareMin || buf.size() > kSpareMax) return;
+    // Room for it by freeing smaller ones: a large buffer is the dearer to make again (above
+    // 32 MiB malloc maps fresh pages every time).
+    while (spare_bytes_ + buf.size() > kSpareMax) {
+        auto smallest =
+            std::min_element(spares_.begin(), spares_.end(),
+                             [](const Bytes& a, const Bytes& b) { return a.size() < b.size(); });
+        if (smallest->size() > buf.size()) return;
+        spare_bytes_ -= smallest->size();
+        spares_.erase(smallest);
+    }
     spare_bytes_ += buf.size();
     spares_.push_back(std::move(buf));
 }
@@ -654,7 +664,7 @@ void Fabric::notify_failure(ccl_result_t code, const std::string& what,
     what.copy(n.what, sizeof(n.what) - 1);
     for (int p : peers) {
         try {
-            std::vector<char> msg(sizeof(n));
+            Bytes msg(sizeof(n));
             std::memcpy(msg.data(), &n, sizeof(n));
             // Briefly: a peer that cannot take it still has its own deadline.
             const size_t bytes = msg.size();  // before msg moves
@@ -670,7 +680,7 @@ Fabric::OpRef Fabric::post_send(int peer, Channel ch, const void* buf, size_t by
 }
 
 Fabric::OpRef Fabric::send_message(int peer, const void* buf, size_t bytes, uint32_t digest) {
-    std::vector<char> data;
+    Bytes data;
     {
         std::lock_guard<std::mutex> lock(ep_->mu);
         data = ep_->spare(bytes);
@@ -681,9 +691,8 @@ Fabric::OpRef Fabric::send_message(int peer, const void* buf, size_t bytes, uint
 
 uint64_t Fabric::OpRef::data() const { return op_ ? op_->data : 0; }
 
-Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t bytes,
-                              std::vector<char> owned, std::optional<uint32_t> data,
-                              double patience_s) {
+Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t bytes, Bytes owned,
+                              std::optional<uint32_t> data, double patience_s) {
     auto op = std::make_shared<Op>();
     op->peer = peer;
     op->bytes = bytes;

@@ -29,6 +29,28 @@
 
 namespace ccl::transport {
 
+// An allocator whose new elements are left uninitialised: copies and temporaries are written
+// before they are read, and zeroing a fresh buffer costs as much as its page faults.
+template <class T>
+struct Uninitialised : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = Uninitialised<U>;
+    };
+    Uninitialised() = default;
+    template <class U>
+    Uninitialised(const Uninitialised<U>&) noexcept {}
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        if constexpr (sizeof...(Args) == 0)
+            ::new (static_cast<void*>(p)) U;
+        else
+            ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+// Memory for a send's copy or a call's temporaries.
+using Bytes = std::vector<char, Uninitialised<char>>;
+
 // Collectives, point to point, and failure notices (a rank whose communicator broke tells the
 // other nodes' ranks, so that they fail at once with its error instead of at their deadline).
 enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2 };
@@ -69,7 +91,7 @@ public:
 
     private:
         Endpoint* ep_;
-        std::vector<char> buf_;
+        Bytes buf_;
         size_t bytes_;
     };
     Scratch scratch(size_t bytes) { return Scratch(*this, bytes); }
@@ -132,7 +154,7 @@ private:
     // `buf` null: the operation's own `owned` data. `data`: remote CQ data to send with it.
     // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
     // timeout).
-    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, std::vector<char> owned,
+    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, Bytes owned,
                   std::optional<uint32_t> data = {}, double patience_s = -1);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
     void take_notice(const Op& op, size_t len);  // under the endpoint's lock

@@ -191,6 +191,9 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_ZE_ENABLE"))
         c.ze_enable = parse_int("CCL_ZE_ENABLE", v, 0, 1) != 0;
     if (const char* v = getenv_fn("CCL_ZE_IPC")) c.ze_ipc = parse_int("CCL_ZE_IPC", v, 0, 1) != 0;
+    if (const char* v = getenv_fn("CCL_FABRIC_PIPELINE_CHUNK"))
+        c.fabric_pipeline_chunk =
+            parse_bytes("CCL_FABRIC_PIPELINE_CHUNK", v, 64u << 10, size_t(1) << 40);
     if (const char* v = getenv_fn("CCL_ZE_PIPELINE_CHUNK"))
         c.ze_pipeline_chunk = parse_bytes("CCL_ZE_PIPELINE_CHUNK", v, 4096, size_t(1) << 40);
     return c;

@@ -57,27 +57,199 @@ void divide(void* buf, size_t count, ccl_datatype_t dtype, int size) {
     ccl::reduce(buf, srcs, 1, count, dtype, CCL_AVG, size);
 }
 
-// Large messages with several ranks on every node: each of a node's L ranks takes a block of
-// the node's sum (a reduce-scatter over shared memory), allreduces it with the ranks of the same
-// local index on the other nodes (L fabric allreduces at once, each of 1/L of the data, over
-// every rank's connections), and the node's ranks gather the blocks. Blocks of count / L
-// elements; the last rank's also holds the count % L elements left over, reduced to it apart.
-Task allreduce_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
-                         ccl_datatype_t dtype, ccl_reduction_t op) {
+// A piece of a call: `count` elements at `send` / `recv` (either may be null where the call
+// has no such buffer on this rank).
+struct Piece {
+    const void* send;
+    void* recv;
+    size_t count;
+};
+
+// The call in pieces of about CCL_FABRIC_PIPELINE_CHUNK bytes, equal but for the last, each a
+// multiple of `unit` elements but the last; always at least one. With one rank on every node
+// there is no node's part to overlap: one piece.
+std::vector<Piece> pieces_of(const Communicator& c, const void* send, void* recv, size_t count,
+                             size_t esize, size_t unit) {
+    const Topology& t = c.topology();
+    const size_t chunk =
+        t.local_size() == 1 && t.uniform() ? SIZE_MAX : c.config().fabric_pipeline_chunk;
+    const size_t bytes = count * esize,
+                 n = std::max<size_t>(1, bytes / chunk + (bytes % chunk != 0));
+    const size_t per = std::max<size_t>(1, ((count + n - 1) / n + unit - 1) / unit) * unit;
+    auto off = [esize](auto* p, size_t first) { return p ? at(p, first * esize) : nullptr; };
+    std::vector<Piece> pieces;
+    for (size_t first = 0; first < count || pieces.empty(); first += per)
+        pieces.push_back({off(send, first), off(recv, first), std::min(per, count - first)});
+    return pieces;
+}
+
+Task nothing() { co_return; }
+Task copy(Piece p, size_t bytes) {
+    if (p.send != p.recv) std::memcpy(p.recv, p.send, bytes);
+    co_return;
+}
+
+// How a collective crosses the levels, per piece of the call: the node's part before the
+// fabric's (`in`), the fabric's (`across`) and the node's part after (`out`). The tasks may
+// refer to the object (it outlives them), not to anything else of the call that makes them.
+struct Levels {
+    virtual Task in(const Piece&) const { return nothing(); }
+    virtual Task across(const Piece&) const = 0;
+    virtual Task out(const Piece&) const { return nothing(); }
+
+protected:
+    ~Levels() = default;
+};
+
+Task node_between(const Levels& lv, const Piece* before, const Piece* after) {
+    if (before) CCL_NESTED(lv.out(*before));
+    if (after) CCL_NESTED(lv.in(*after));
+}
+
+// Pipelined: while piece k crosses the fabric, the node finishes piece k - 1 and starts piece
+// k + 1 (one thread runs both, each going on whenever its wait is met). Every rank of a node
+// runs the node's parts in the same order, and every rank the same pieces (by value: the frame
+// keeps them).
+Task pipelined(const Levels& lv, std::vector<Piece> pieces) {
+    CCL_NESTED(lv.in(pieces.front()));
+    if (pieces.size() == 1) {
+        CCL_NESTED(lv.across(pieces.front()));
+    } else {
+        for (size_t k = 0; k < pieces.size(); ++k)
+            CCL_NESTED(together(lv.across(pieces[k]),
+                                node_between(lv, k > 0 ? &pieces[k - 1] : nullptr,
+                                             k + 1 < pieces.size() ? &pieces[k + 1] : nullptr)));
+    }
+    CCL_NESTED(lv.out(pieces.back()));
+}
+
+// ---- allreduce ----
+
+// With L ranks on every node and large messages, local rank k owns block k of each piece:
+// count / L elements, the last block also holding the count % L left over.
+size_t block_first(const Piece& p, int L, int k) { return size_t(k) * (p.count / size_t(L)); }
+size_t block_count(const Piece& p, int L, int k) {
+    return p.count / size_t(L) + (k == L - 1 ? p.count % size_t(L) : 0);
+}
+
+// The node's sum of this rank's block, into its place in recv (a reduce-scatter over shared
+// memory; the left-over elements reduced to the last rank apart).
+Task node_reduce_scatter(Communicator& c, uint32_t d, Piece p, ccl_datatype_t dtype,
+                         ccl_reduction_t op) {
+    const int L = c.topology().local_size(), i = c.topology().local_rank();
+    const size_t esize = dtype_size(dtype), q = p.count / size_t(L), rest = p.count % size_t(L);
+    CCL_NESTED(shm::reduce_scatter(c.arena(), d, p.send, at(p.recv, block_first(p, L, i) * esize),
+                                   q, dtype, op));
+    if (rest > 0)
+        CCL_NESTED(local_reduce(c, d, at(p.send, size_t(L) * q * esize),
+                                at(p.recv, size_t(L) * q * esize), rest, dtype, op, L - 1));
+}
+
+// This rank's block allreduced with the ranks of its local index on the other nodes.
+Task block_across(Communicator& c, Piece p, ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
     const int L = t.local_size(), i = t.local_rank();
-    const size_t esize = dtype_size(dtype), q = count / size_t(L), rest = count % size_t(L);
-    void* mine = at(recv, size_t(i) * q * esize);
-    CCL_NESTED(shm::reduce_scatter(c.arena(), d, send, mine, q, dtype, op));
-    if (rest > 0)
-        CCL_NESTED(local_reduce(c, d, at(send, size_t(L) * q * esize),
-                                at(recv, size_t(L) * q * esize), rest, dtype, op, L - 1));
-    transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
-    CCL_NESTED(transport::allreduce(c.fabric(), g, mine, q + (i == L - 1 ? rest : 0), dtype, op));
-    std::vector<size_t> counts(size_t(L), q);
-    counts.back() += rest;
-    CCL_NESTED(shm::allgatherv(c.arena(), d, mine, recv, counts, dtype));
+    const transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
+    CCL_NESTED(transport::allreduce(c.fabric(), g,
+                                    at(p.recv, block_first(p, L, i) * dtype_size(dtype)),
+                                    block_count(p, L, i), dtype, op));
 }
+
+// Every rank of the node gathers the node's blocks (reduced over every node) into recv.
+Task node_allgather(Communicator& c, uint32_t d, Piece p, ccl_datatype_t dtype) {
+    const int L = c.topology().local_size(), i = c.topology().local_rank();
+    std::vector<size_t> counts;
+    for (int k = 0; k < L; ++k) counts.push_back(block_count(p, L, k));
+    CCL_NESTED(shm::allgatherv(c.arena(), d, at(p.recv, block_first(p, L, i) * dtype_size(dtype)),
+                               p.recv, counts, dtype));
+}
+
+// The node's leader allreduces the piece with the other nodes' leaders.
+Task leader_across(Communicator& c, Piece p, ccl_datatype_t dtype, ccl_reduction_t op) {
+    if (c.topology().local_rank() != 0) co_return;
+    const transport::Group g = leaders(c.topology());
+    CCL_NESTED(transport::allreduce(c.fabric(), g, p.recv, p.count, dtype, op));
+}
+
+// By blocks (L ranks on every node, large messages): every rank on the fabric with 1/L of the
+// piece. Otherwise through the node's leader: a reduce to it, its allreduce with the other
+// leaders, a broadcast from it.
+struct AllreduceLevels final : Levels {
+    Communicator& c;
+    uint32_t d;
+    ccl_datatype_t dtype;
+    ccl_reduction_t op;
+    bool by_blocks;
+
+    AllreduceLevels(Communicator& c, uint32_t d, ccl_datatype_t dtype, ccl_reduction_t op,
+                    bool by_blocks)
+        : c(c), d(d), dtype(dtype), op(op), by_blocks(by_blocks) {}
+    Task in(const Piece& p) const override {
+        if (by_blocks) return node_reduce_scatter(c, d, p, dtype, op);
+        if (c.topology().local_size() == 1) return copy(p, p.count * dtype_size(dtype));
+        return local_reduce(c, d, p.send, p.recv, p.count, dtype, op, 0);
+    }
+    Task across(const Piece& p) const override {
+        return by_blocks ? block_across(c, p, dtype, op) : leader_across(c, p, dtype, op);
+    }
+    Task out(const Piece& p) const override {
+        if (by_blocks) return node_allgather(c, d, p, dtype);
+        if (c.topology().local_size() == 1) return nothing();
+        return shm::broadcast(c.arena(), d, p.recv, p.count * dtype_size(dtype), 0);
+    }
+};
+
+// ---- reduce and broadcast: a tree between the nodes' representatives (the root on its node,
+// the leaders elsewhere) ----
+
+Task reduce_across(Communicator& c, Piece p, ccl_datatype_t dtype, ccl_reduction_t op, int root) {
+    const transport::Group g = reps(c.topology(), root);
+    CCL_NESTED(
+        transport::reduce(c.fabric(), g, p.recv, p.count, dtype, op, c.topology().node_of(root)));
+}
+
+Task broadcast_across(Communicator& c, Piece p, int root) {
+    const transport::Group g = reps(c.topology(), root);
+    CCL_NESTED(transport::broadcast(c.fabric(), g, p.recv, p.count, c.topology().node_of(root)));
+}
+
+// A piece's `recv` is the node's sum (the root's output, or scratch on other representatives).
+struct ReduceLevels final : Levels {
+    Communicator& c;
+    uint32_t d;
+    ccl_datatype_t dtype;
+    ccl_reduction_t op;
+    int root;
+
+    ReduceLevels(Communicator& c, uint32_t d, ccl_datatype_t dtype, ccl_reduction_t op, int root)
+        : c(c), d(d), dtype(dtype), op(op), root(root) {}
+    bool rep() const { return c.topology().local_rank() == local_root(c.topology(), root); }
+    Task in(const Piece& p) const override {
+        if (c.topology().local_size() == 1) return copy(p, p.count * dtype_size(dtype));
+        return local_reduce(c, d, p.send, p.recv, p.count, dtype, op,
+                            local_root(c.topology(), root));
+    }
+    Task across(const Piece& p) const override {
+        return rep() ? reduce_across(c, p, dtype, op, root) : nothing();
+    }
+};
+
+// Pieces of bytes.
+struct BroadcastLevels final : Levels {
+    Communicator& c;
+    uint32_t d;
+    int root;
+
+    BroadcastLevels(Communicator& c, uint32_t d, int root) : c(c), d(d), root(root) {}
+    int lr() const { return local_root(c.topology(), root); }
+    Task across(const Piece& p) const override {
+        return c.topology().local_rank() == lr() ? broadcast_across(c, p, root) : nothing();
+    }
+    Task out(const Piece& p) const override {
+        if (c.topology().local_size() == 1) return nothing();
+        return shm::broadcast(c.arena(), d, p.recv, p.count, lr());
+    }
+};
 
 }  // namespace
 
@@ -85,21 +257,10 @@ Task allreduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t
                ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
-    const size_t bytes = count * dtype_size(dtype);
-    if (t.local_size() > 1 && t.uniform() &&
-        bytes >= size_t(t.local_size()) * transport::kRingMinBytes) {
-        CCL_NESTED(allreduce_by_blocks(c, d, send, recv, count, dtype, rop));
-    } else {  // through the node's leader
-        if (t.local_size() > 1)
-            CCL_NESTED(local_reduce(c, d, send, recv, count, dtype, rop, 0));
-        else if (send != recv)
-            std::memcpy(recv, send, bytes);
-        if (t.local_rank() == 0) {
-            transport::Group g = leaders(t);
-            CCL_NESTED(transport::allreduce(c.fabric(), g, recv, count, dtype, rop));
-        }
-        if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, recv, bytes, 0));
-    }
+    const size_t esize = dtype_size(dtype), L = size_t(t.local_size());
+    const bool by_blocks = L > 1 && t.uniform() && count * esize >= L * transport::kRingMinBytes;
+    const AllreduceLevels lv(c, d, dtype, rop, by_blocks);
+    CCL_NESTED(pipelined(lv, pieces_of(c, send, recv, count, esize, by_blocks ? L : 1)));
     if (op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 
@@ -107,31 +268,18 @@ Task reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t co
             ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
-    const size_t bytes = count * dtype_size(dtype);
-    const int lr = local_root(t, root);
-    const bool rep = t.local_rank() == lr;
-    const bool scratch = rep && c.rank() != root;
-    transport::Fabric::Scratch tmp = c.fabric().scratch(scratch ? bytes : 0);
+    const size_t esize = dtype_size(dtype);
+    const bool scratch = t.local_rank() == local_root(t, root) && c.rank() != root;
+    transport::Fabric::Scratch tmp = c.fabric().scratch(scratch ? count * esize : 0);
     void* acc = scratch ? tmp.data() : recv;  // this node's sum: the root's output, or scratch
-    if (t.local_size() > 1)
-        CCL_NESTED(local_reduce(c, d, send, acc, count, dtype, rop, lr));
-    else if (acc != send)
-        std::memcpy(acc, send, bytes);
-    if (rep) {
-        transport::Group g = reps(t, root);
-        CCL_NESTED(transport::reduce(c.fabric(), g, acc, count, dtype, rop, t.node_of(root)));
-    }
+    const ReduceLevels lv(c, d, dtype, rop, root);
+    CCL_NESTED(pipelined(lv, pieces_of(c, send, acc, count, esize, 1)));
     if (c.rank() == root && op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 
 Task broadcast(Communicator& c, uint32_t d, void* buf, size_t bytes, int root) {
-    const Topology& t = c.topology();
-    const int lr = local_root(t, root);
-    if (t.local_rank() == lr) {
-        transport::Group g = reps(t, root);
-        CCL_NESTED(transport::broadcast(c.fabric(), g, buf, bytes, t.node_of(root)));
-    }
-    if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, buf, bytes, lr));
+    const BroadcastLevels lv(c, d, root);
+    CCL_NESTED(pipelined(lv, pieces_of(c, buf, buf, bytes, 1, 1)));
 }
 
 Task barrier(Communicator& c, uint32_t d) {

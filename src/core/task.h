@@ -109,4 +109,10 @@ struct Nested {
     bool await_resume() { return inner.done(); }
 };
 
+// Runs two tasks on one thread at once, each resumed whenever what it waits for is met, so that
+// one's waits (a transfer over the fabric, say) overlap the other's work. Ends when both have; a
+// failure of either is rethrown, and the other is destroyed with this task's frame (its own
+// waits' clean-up runs then, as for any abandoned task).
+Task together(Task a, Task b);
+
 }  // namespace ccl

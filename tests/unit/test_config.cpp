@@ -145,3 +145,15 @@ TEST(Config, LevelZero) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Config, FabricPipelineChunk) {
+    EXPECT_EQ(parse({}).fabric_pipeline_chunk, 2u << 20);
+    EXPECT_EQ(parse({{"CCL_FABRIC_PIPELINE_CHUNK", "1M"}}).fabric_pipeline_chunk, 1u << 20);
+    EXPECT_EQ(parse({{"CCL_FABRIC_PIPELINE_CHUNK", "64K"}}).fabric_pipeline_chunk, 64u << 10);
+    expect_rejected("CCL_FABRIC_PIPELINE_CHUNK", "32K");
+    expect_rejected("CCL_FABRIC_PIPELINE_CHUNK", "big");
+}
+
+}  // namespace

@@ -334,11 +334,59 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
     if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, recv, goff.back(), 0));
 }
 
+namespace {
+
+// Large blocks with L ranks on every node: local rank i reduce-scatters, over shared memory, the
+// node's send buffers packed by local index so that it gets the node's sums of every node's
+// rank-i block; the ranks of local index i then swap those over the fabric (L exchanges at once,
+// every rank on its own connections) and each adds up its own. Nobody gathers everything and no
+// broadcast follows.
+Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv,
+                              size_t count, ccl_datatype_t dtype, ccl_reduction_t op) {
+    const Topology& t = c.topology();
+    const int L = t.local_size(), i = t.local_rank(), n = t.nnodes(), me = t.node();
+    const size_t blk = count * dtype_size(dtype);
+    transport::Fabric& f = c.fabric();
+    // Packed: for local index j, for node k, the block of node k's rank j.
+    transport::Fabric::Scratch packed = f.scratch(size_t(c.size()) * blk);
+    for (int j = 0; j < L; ++j)
+        for (int k = 0; k < n; ++k)
+            std::memcpy(packed.data() + (size_t(j) * size_t(n) + size_t(k)) * blk,
+                        at(send, size_t(t.ranks_of(k)[size_t(j)]) * blk), blk);
+    // The node's sums of node k's rank-i block, for every k.
+    transport::Fabric::Scratch sums = f.scratch(size_t(n) * blk);
+    CCL_NESTED(shm::reduce_scatter(c.arena(), d, packed.data(), sums.data(), size_t(n) * count,
+                                   dtype, op));
+    transport::Fabric::Scratch in = f.scratch(size_t(n) * blk);
+    std::vector<transport::Fabric::OpRef> ops;
+    for (int k = 0; k < n; ++k)
+        if (k != me)
+            ops.push_back(f.post_recv(t.ranks_of(k)[size_t(i)], transport::Channel::coll,
+                                      in.data() + size_t(k) * blk, blk));
+    for (int s = 1; s < n; ++s) {
+        const int k = (me + s) % n;
+        ops.push_back(f.post_send(t.ranks_of(k)[size_t(i)], transport::Channel::coll,
+                                  sums.data() + size_t(k) * blk, blk));
+    }
+    for (auto& o : ops) co_await f.done(o);
+    std::vector<const void*> srcs;
+    for (int k = 0; k < n; ++k)
+        srcs.push_back(k == me ? sums.data() + size_t(k) * blk : in.data() + size_t(k) * blk);
+    if (count) ccl::reduce(recv, srcs.data(), n, count, dtype, op, 1);
+}
+
+}  // namespace
+
 Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
     const size_t blk = count * dtype_size(dtype);
+    if (t.local_size() > 1 && t.uniform() && blk * size_t(t.nnodes()) >= transport::kRingMinBytes) {
+        CCL_NESTED(reduce_scatter_by_blocks(c, d, send, recv, count, dtype, rop));
+        if (op == CCL_AVG) divide(recv, count, dtype, c.size());
+        co_return;
+    }
     const size_t node_bytes = size_t(t.local_size()) * blk;
     const bool leader = t.local_rank() == 0;
     // The node's sum of everything at its leader.

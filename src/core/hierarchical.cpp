@@ -293,11 +293,58 @@ Task barrier(Communicator& c, uint32_t d) {
     if (t.local_size() > 1) CCL_NESTED(shm::barrier(c.arena(), d));
 }
 
+namespace {
+
+// Large messages with L ranks on every node: rank i first gathers, over the fabric, the blocks of
+// every node's rank i (L ring allgathers at once, each rank on its own connections), then the
+// node's ranks gather those groups over shared memory, and each puts the blocks in rank order.
+Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv,
+                          const std::vector<size_t>& counts, const std::vector<size_t>& goff,
+                          ccl_datatype_t dtype) {
+    const Topology& t = c.topology();
+    const int L = t.local_size(), i = t.local_rank(), n = t.nnodes();
+    const size_t esize = dtype_size(dtype);
+    // Group j: every node's rank j, in node order; at[j]: its blocks' byte offsets in the group,
+    // start[j]: the group's place among the node's groups.
+    std::vector<std::vector<size_t>> at_(size_t(L), std::vector<size_t>(size_t(n) + 1, 0));
+    std::vector<size_t> start(size_t(L) + 1, 0), group_counts;
+    for (int j = 0; j < L; ++j) {
+        auto& a = at_[size_t(j)];
+        for (int k = 0; k < n; ++k)
+            a[size_t(k) + 1] = a[size_t(k)] + counts[size_t(t.ranks_of(k)[size_t(j)])] * esize;
+        start[size_t(j) + 1] = start[size_t(j)] + a.back();
+        group_counts.push_back(a.back() / esize);
+    }
+    transport::Fabric::Scratch mine =
+        c.fabric().scratch(std::max<size_t>(1, at_[size_t(i)].back()));
+    transport::Fabric::Scratch all = c.fabric().scratch(std::max<size_t>(1, start.back()));
+    std::memcpy(mine.data() + at_[size_t(i)][size_t(t.node())], send,
+                counts[size_t(c.rank())] * esize);
+    const transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
+    CCL_NESTED(transport::allgatherv(c.fabric(), g, mine.data(), at_[size_t(i)]));
+    CCL_NESTED(shm::allgatherv(c.arena(), d, mine.data(), all.data(), group_counts, dtype));
+    for (int j = 0; j < L; ++j)
+        for (int k = 0; k < n; ++k) {
+            const int r = t.ranks_of(k)[size_t(j)];
+            const size_t b = counts[size_t(r)] * esize;
+            if (b)
+                std::memcpy(at(recv, goff[size_t(r)]),
+                            all.data() + start[size_t(j)] + at_[size_t(j)][size_t(k)], b);
+        }
+}
+
+}  // namespace
+
 Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
                 std::vector<size_t> counts, ccl_datatype_t dtype) {
     const Topology& t = c.topology();
     const size_t esize = dtype_size(dtype);
     const std::vector<size_t> goff = shm::byte_offsets(counts.data(), counts.size(), esize);
+    if (t.local_size() > 1 && t.uniform() &&
+        goff.back() >= size_t(t.local_size()) * transport::kRingMinBytes) {
+        CCL_NESTED(allgatherv_by_blocks(c, d, send, recv, counts, goff, dtype));
+        co_return;
+    }
     // The leaders exchange node packs: node k's ranks' blocks, in local order.
     std::vector<size_t> pack(size_t(t.nnodes()) + 1, 0);
     for (int k = 0; k < t.nnodes(); ++k) {

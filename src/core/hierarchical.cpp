@@ -85,7 +85,7 @@ std::vector<Piece> pieces_of(const Communicator& c, const void* send, void* recv
 
 Task nothing() { co_return; }
 Task copy(Piece p, size_t bytes) {
-    if (p.send != p.recv) std::memcpy(p.recv, p.send, bytes);
+    if (bytes && p.send != p.recv) std::memcpy(p.recv, p.send, bytes);
     co_return;
 }
 
@@ -304,24 +304,25 @@ Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* r
     const Topology& t = c.topology();
     const int L = t.local_size(), i = t.local_rank(), n = t.nnodes();
     const size_t esize = dtype_size(dtype);
-    // Group j: every node's rank j, in node order; at[j]: its blocks' byte offsets in the group,
-    // start[j]: the group's place among the node's groups.
-    std::vector<std::vector<size_t>> at_(size_t(L), std::vector<size_t>(size_t(n) + 1, 0));
+    // Group j: every node's rank j, in node order; offs[j]: its blocks' byte offsets in the
+    // group, start[j]: the group's place among the node's groups.
+    std::vector<std::vector<size_t>> offs(size_t(L), std::vector<size_t>(size_t(n) + 1, 0));
     std::vector<size_t> start(size_t(L) + 1, 0), group_counts;
     for (int j = 0; j < L; ++j) {
-        auto& a = at_[size_t(j)];
+        auto& a = offs[size_t(j)];
         for (int k = 0; k < n; ++k)
             a[size_t(k) + 1] = a[size_t(k)] + counts[size_t(t.ranks_of(k)[size_t(j)])] * esize;
         start[size_t(j) + 1] = start[size_t(j)] + a.back();
         group_counts.push_back(a.back() / esize);
     }
     transport::Fabric::Scratch mine =
-        c.fabric().scratch(std::max<size_t>(1, at_[size_t(i)].back()));
+        c.fabric().scratch(std::max<size_t>(1, offs[size_t(i)].back()));
     transport::Fabric::Scratch all = c.fabric().scratch(std::max<size_t>(1, start.back()));
-    std::memcpy(mine.data() + at_[size_t(i)][size_t(t.node())], send,
-                counts[size_t(c.rank())] * esize);
+    if (counts[size_t(c.rank())])
+        std::memcpy(mine.data() + offs[size_t(i)][size_t(t.node())], send,
+                    counts[size_t(c.rank())] * esize);
     const transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
-    CCL_NESTED(transport::allgatherv(c.fabric(), g, mine.data(), at_[size_t(i)]));
+    CCL_NESTED(transport::allgatherv(c.fabric(), g, mine.data(), offs[size_t(i)]));
     CCL_NESTED(shm::allgatherv(c.arena(), d, mine.data(), all.data(), group_counts, dtype));
     for (int j = 0; j < L; ++j)
         for (int k = 0; k < n; ++k) {
@@ -329,7 +330,7 @@ Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* r
             const size_t b = counts[size_t(r)] * esize;
             if (b)
                 std::memcpy(at(recv, goff[size_t(r)]),
-                            all.data() + start[size_t(j)] + at_[size_t(j)][size_t(k)], b);
+                            all.data() + start[size_t(j)] + offs[size_t(j)][size_t(k)], b);
         }
 }
 

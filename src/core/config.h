@@ -40,8 +40,9 @@ struct Config {
     // CCL_NODE_ID: which node this rank is on (ranks with the same id share memory); empty =
     // the host name and boot id (core/topology.h).
     std::string node_id;
-    // CCL_FABRIC_PIPELINE_CHUNK: a large allreduce across nodes with several ranks per node runs
-    // in chunks of this many bytes, the node's part of one overlapping the fabric's of another.
+    // CCL_FABRIC_PIPELINE_CHUNK: allreduce, reduce and broadcast across nodes, when a node has
+    // several ranks, run in pieces of this many bytes, the node's part of one overlapping the
+    // fabric's of another.
     size_t fabric_pipeline_chunk = 2u << 20;
     // CCL_PROCESS_LAUNCHER: the launcher to take the job from; nullopt = auto (detect it).
     std::optional<kvs::Launcher> process_launcher;

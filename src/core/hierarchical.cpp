@@ -39,16 +39,40 @@ transport::Group leaders(const Topology& t) {
 transport::Group reps(const Topology& t, int root) {
     return group_of(t, [&](int k) { return k == t.node_of(root) ? root : t.leader(k); });
 }
+// This rank's counterparts: the rank of its local index on every node (nodes of equal size).
+transport::Group counterparts(const Topology& t) {
+    return group_of(t, [&](int k) { return t.ranks_of(k)[size_t(t.local_rank())]; });
+}
 int local_root(const Topology& t, int root) {
     return t.node() == t.node_of(root) ? t.local_rank_of(root) : 0;
 }
 
-// A reduction to local rank `root` of the node (the shm algorithms' choice by size).
+// Whether a collective runs by blocks, every rank on the fabric with its counterparts: nodes of
+// equal size with several ranks, and each rank's share over the fabric at least the ring's size.
+bool by_blocks(const Topology& t, size_t share_bytes) {
+    return t.local_size() > 1 && t.uniform() && share_bytes >= transport::kRingMinBytes;
+}
+
+Task nothing() { co_return; }
+Task copy(const void* send, void* recv, size_t bytes) {
+    if (bytes && send != recv) std::memcpy(recv, send, bytes);
+    co_return;
+}
+
+// A reduction to local rank `root` of the node (the shm algorithms' choice by size); on a node
+// of one rank, the copy to recv.
 Task local_reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
+    if (c.topology().local_size() == 1) return copy(send, recv, count * dtype_size(dtype));
     if (count * dtype_size(dtype) <= c.config().allreduce_direct_max)
         return shm::reduce_direct(c.arena(), d, send, recv, count, dtype, op, root);
     return shm::reduce_split(c.arena(), d, send, recv, count, dtype, op, root);
+}
+
+// A broadcast from local rank `root` of the node; nothing on a node of one rank.
+Task local_broadcast(Communicator& c, uint32_t d, void* buf, size_t bytes, int root) {
+    if (c.topology().local_size() == 1) return nothing();
+    return shm::broadcast(c.arena(), d, buf, bytes, root);
 }
 
 // CCL_AVG: the sum over every rank, divided once by the communicator's size.
@@ -81,12 +105,6 @@ std::vector<Piece> pieces_of(const Communicator& c, const void* send, void* recv
     for (size_t first = 0; first < count || pieces.empty(); first += per)
         pieces.push_back({off(send, first), off(recv, first), std::min(per, count - first)});
     return pieces;
-}
-
-Task nothing() { co_return; }
-Task copy(Piece p, size_t bytes) {
-    if (bytes && p.send != p.recv) std::memcpy(p.recv, p.send, bytes);
-    co_return;
 }
 
 // How a collective crosses the levels, per piece of the call: the node's part before the
@@ -147,9 +165,8 @@ Task node_reduce_scatter(Communicator& c, uint32_t d, Piece p, ccl_datatype_t dt
 
 // This rank's block allreduced with the ranks of its local index on the other nodes.
 Task block_across(Communicator& c, Piece p, ccl_datatype_t dtype, ccl_reduction_t op) {
-    const Topology& t = c.topology();
-    const int L = t.local_size(), i = t.local_rank();
-    const transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
+    const int L = c.topology().local_size(), i = c.topology().local_rank();
+    const transport::Group g = counterparts(c.topology());
     CCL_NESTED(transport::allreduce(c.fabric(), g,
                                     at(p.recv, block_first(p, L, i) * dtype_size(dtype)),
                                     block_count(p, L, i), dtype, op));
@@ -186,7 +203,6 @@ struct AllreduceLevels final : Levels {
         : c(c), d(d), dtype(dtype), op(op), by_blocks(by_blocks) {}
     Task in(const Piece& p) const override {
         if (by_blocks) return node_reduce_scatter(c, d, p, dtype, op);
-        if (c.topology().local_size() == 1) return copy(p, p.count * dtype_size(dtype));
         return local_reduce(c, d, p.send, p.recv, p.count, dtype, op, 0);
     }
     Task across(const Piece& p) const override {
@@ -194,8 +210,7 @@ struct AllreduceLevels final : Levels {
     }
     Task out(const Piece& p) const override {
         if (by_blocks) return node_allgather(c, d, p, dtype);
-        if (c.topology().local_size() == 1) return nothing();
-        return shm::broadcast(c.arena(), d, p.recv, p.count * dtype_size(dtype), 0);
+        return local_broadcast(c, d, p.recv, p.count * dtype_size(dtype), 0);
     }
 };
 
@@ -225,7 +240,6 @@ struct ReduceLevels final : Levels {
         : c(c), d(d), dtype(dtype), op(op), root(root) {}
     bool rep() const { return c.topology().local_rank() == local_root(c.topology(), root); }
     Task in(const Piece& p) const override {
-        if (c.topology().local_size() == 1) return copy(p, p.count * dtype_size(dtype));
         return local_reduce(c, d, p.send, p.recv, p.count, dtype, op,
                             local_root(c.topology(), root));
     }
@@ -245,10 +259,7 @@ struct BroadcastLevels final : Levels {
     Task across(const Piece& p) const override {
         return c.topology().local_rank() == lr() ? broadcast_across(c, p, root) : nothing();
     }
-    Task out(const Piece& p) const override {
-        if (c.topology().local_size() == 1) return nothing();
-        return shm::broadcast(c.arena(), d, p.recv, p.count, lr());
-    }
+    Task out(const Piece& p) const override { return local_broadcast(c, d, p.recv, p.count, lr()); }
 };
 
 }  // namespace
@@ -258,9 +269,9 @@ Task allreduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
     const size_t esize = dtype_size(dtype), L = size_t(t.local_size());
-    const bool by_blocks = L > 1 && t.uniform() && count * esize >= L * transport::kRingMinBytes;
-    const AllreduceLevels lv(c, d, dtype, rop, by_blocks);
-    CCL_NESTED(pipelined(lv, pieces_of(c, send, recv, count, esize, by_blocks ? L : 1)));
+    const bool blocks = by_blocks(t, count * esize / L);
+    const AllreduceLevels lv(c, d, dtype, rop, blocks);
+    CCL_NESTED(pipelined(lv, pieces_of(c, send, recv, count, esize, blocks ? L : 1)));
     if (op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 
@@ -321,7 +332,7 @@ Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* r
     if (counts[size_t(c.rank())])
         std::memcpy(mine.data() + offs[size_t(i)][size_t(t.node())], send,
                     counts[size_t(c.rank())] * esize);
-    const transport::Group g = group_of(t, [&](int k) { return t.ranks_of(k)[size_t(i)]; });
+    const transport::Group g = counterparts(t);
     CCL_NESTED(transport::allgatherv(c.fabric(), g, mine.data(), offs[size_t(i)]));
     CCL_NESTED(shm::allgatherv(c.arena(), d, mine.data(), all.data(), group_counts, dtype));
     for (int j = 0; j < L; ++j)
@@ -341,8 +352,7 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
     const Topology& t = c.topology();
     const size_t esize = dtype_size(dtype);
     const std::vector<size_t> goff = shm::byte_offsets(counts.data(), counts.size(), esize);
-    if (t.local_size() > 1 && t.uniform() &&
-        goff.back() >= size_t(t.local_size()) * transport::kRingMinBytes) {
+    if (by_blocks(t, goff.back() / size_t(t.local_size()))) {
         CCL_NESTED(allgatherv_by_blocks(c, d, send, recv, counts, goff, dtype));
         co_return;
     }
@@ -379,7 +389,7 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
                 pos += b;
             }
     }
-    if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, recv, goff.back(), 0));
+    CCL_NESTED(local_broadcast(c, d, recv, goff.back(), 0));
 }
 
 namespace {
@@ -392,9 +402,10 @@ namespace {
 Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv,
                               size_t count, ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
-    const int L = t.local_size(), i = t.local_rank(), n = t.nnodes(), me = t.node();
+    const int L = t.local_size(), n = t.nnodes(), me = t.node();
     const size_t blk = count * dtype_size(dtype);
     transport::Fabric& f = c.fabric();
+    const transport::Group g = counterparts(t);
     // Packed: for local index j, for node k, the block of node k's rank j.
     transport::Fabric::Scratch packed = f.scratch(size_t(c.size()) * blk);
     for (int j = 0; j < L; ++j)
@@ -409,11 +420,11 @@ Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, voi
     std::vector<transport::Fabric::OpRef> ops;
     for (int k = 0; k < n; ++k)
         if (k != me)
-            ops.push_back(f.post_recv(t.ranks_of(k)[size_t(i)], transport::Channel::coll,
+            ops.push_back(f.post_recv(g.ranks[size_t(k)], transport::Channel::coll,
                                       in.data() + size_t(k) * blk, blk));
     for (int s = 1; s < n; ++s) {
         const int k = (me + s) % n;
-        ops.push_back(f.post_send(t.ranks_of(k)[size_t(i)], transport::Channel::coll,
+        ops.push_back(f.post_send(g.ranks[size_t(k)], transport::Channel::coll,
                                   sums.data() + size_t(k) * blk, blk));
     }
     for (auto& o : ops) co_await f.done(o);
@@ -430,7 +441,7 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
     const size_t blk = count * dtype_size(dtype);
-    if (t.local_size() > 1 && t.uniform() && blk * size_t(t.nnodes()) >= transport::kRingMinBytes) {
+    if (by_blocks(t, blk * size_t(t.nnodes()))) {
         CCL_NESTED(reduce_scatter_by_blocks(c, d, send, recv, count, dtype, rop));
         if (op == CCL_AVG) divide(recv, count, dtype, c.size());
         co_return;
@@ -439,10 +450,7 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
     const bool leader = t.local_rank() == 0;
     // The node's sum of everything at its leader.
     transport::Fabric::Scratch full = c.fabric().scratch(leader ? size_t(c.size()) * blk : 0);
-    if (t.local_size() > 1)
-        CCL_NESTED(local_reduce(c, d, send, full.data(), count * size_t(c.size()), dtype, rop, 0));
-    else
-        std::memcpy(full.data(), send, full.size());
+    CCL_NESTED(local_reduce(c, d, send, full.data(), count * size_t(c.size()), dtype, rop, 0));
     transport::Fabric::Scratch mine = c.fabric().scratch(node_bytes);
     if (leader) {
         // Leader k gets every other leader's sums of node k's blocks and adds them up.
@@ -477,7 +485,7 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
         if (count)
             ccl::reduce(mine.data(), srcs.data(), n, count * size_t(t.local_size()), dtype, rop, 1);
     }
-    if (t.local_size() > 1) CCL_NESTED(shm::broadcast(c.arena(), d, mine.data(), node_bytes, 0));
+    CCL_NESTED(local_broadcast(c, d, mine.data(), node_bytes, 0));
     std::memcpy(recv, mine.data() + size_t(t.local_rank()) * blk, blk);
     if (op == CCL_AVG) divide(recv, count, dtype, c.size());
 }

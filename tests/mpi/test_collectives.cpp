@@ -79,6 +79,19 @@ TEST(Allreduce, UnalignedBuffers) {
     }
 }
 
+// Large enough that a ring across nodes cuts its blocks into parts of both kinds (eager and
+// rendezvous, transport/collectives.cpp). Only where CCL_TEST_LARGE is set (the multinode tests):
+// 40 MiB per rank is too much for 8 ranks under sanitizers.
+TEST(Allreduce, Large) {
+    if (!std::getenv("CCL_TEST_LARGE")) GTEST_SKIP() << "CCL_TEST_LARGE not set";
+    const size_t count = (10u << 20) + 3;
+    std::vector<char> send(count * 4), recv(count * 4);
+    fill_input(send.data(), count, CCL_FLOAT32, CCL_SUM, 4242);
+    CCL_OK(ccl_allreduce(send.data(), recv.data(), count, CCL_FLOAT32, CCL_SUM, g_comm, nullptr,
+                         nullptr));
+    EXPECT_EQ(check_allreduce(recv.data(), count, CCL_FLOAT32, CCL_SUM, 4242), 0u);
+}
+
 TEST(Allreduce, ManyCallsInARow) {
     std::vector<int32_t> buf(5);
     for (int it = 0; it < 3000; ++it) {

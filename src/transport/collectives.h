@@ -25,8 +25,8 @@ struct Group {
 constexpr size_t kRingMinBytes = 64 << 10;
 
 // In place. `op` must not be CCL_AVG (the caller divides once, by the whole communicator).
-// Recursive doubling for small buffers, ring reduce-scatter + all-gather for large ones; every
-// member ends with the same bits.
+// Recursive doubling for small buffers, ring reduce-scatter + all-gather for large ones (its
+// blocks passed on in parts, pipelined); every member ends with the same bits.
 Task allreduce(Fabric& f, const Group& g, void* buf, size_t count, ccl_datatype_t dtype,
                ccl_reduction_t op);
 // To member `root` (in place there; `buf` is scratch on the others): a binomial tree.

@@ -840,17 +840,29 @@ Fabric::OpRef Fabric::post_recv(int peer, Channel ch, void* buf, size_t bytes) {
 }
 
 void Fabric::cancel(const std::shared_ptr<Op>& op) noexcept {
-    for (const auto& p : op->parts) cancel(p);
-    if (!op->parts.empty() || op->state.load(std::memory_order_acquire) != 0 || !op->is_recv)
-        return;
+    // Nothing to do for a completed receive (a message in parts: every part completed; when one
+    // failed, the others may still be open).
+    const int state = op->state.load(std::memory_order_acquire);
+    if (!op->is_recv || (op->parts.empty() ? state != 0 : state == 1)) return;
     // A receive whose waiter gave up (a failure elsewhere): its buffer is about to go, so the
-    // provider must not write into it any more. Wait briefly for the cancellation to complete.
+    // provider must not write into it any more. Cancel it (every part of it), then wait briefly,
+    // once for all of them, for the cancellations to complete.
     std::lock_guard<std::mutex> lock(ep_->mu);
-    if (op->state.load() != 0 || !ep_->ep) return;
-    fi_cancel(&ep_->ep->fid, &op->ctx);
+    if (!ep_->ep) return;
+    std::vector<Op*> open;
+    auto cancel_one = [&](Op* o) {
+        if (o->state.load() != 0) return;
+        fi_cancel(&ep_->ep->fid, &o->ctx);
+        open.push_back(o);
+    };
+    if (op->parts.empty()) cancel_one(op.get());
+    for (const auto& p : op->parts) cancel_one(p.get());
+    auto pending = [&] {
+        return std::any_of(open.begin(), open.end(), [](Op* o) { return o->state.load() == 0; });
+    };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    while (op->state.load() == 0 && std::chrono::steady_clock::now() < deadline) ep_->poll_locked();
-    if (op->state.load() == 0)
+    while (pending() && std::chrono::steady_clock::now() < deadline) ep_->poll_locked();
+    if (pending())
         log().warn("rank {}: a cancelled libfabric receive from rank {} did not complete", rank_,
                    op->peer);
 }

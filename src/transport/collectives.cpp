@@ -78,7 +78,9 @@ size_t ring_parts(const Fabric& f, size_t bytes) {
 // Ring reduce-scatter + all-gather in 2(n-1) steps; step t sends the block step t-1 received
 // (reduced, during the reduce-scatter). Pipelined in parts: part k of a block goes on to the next
 // member as soon as it is reduced (or, in the all-gather, received), so the reduction, the
-// receive and the send overlap instead of following each other step by step.
+// receive and the send overlap instead of following each other step by step. An all-gather part
+// may land where this member sent from before its send reported completion: the data for it
+// exists only after the next member received that send.
 Task allreduce_ring(Fabric& f, const Group& g, void* buf, size_t count, ccl_datatype_t dtype,
                     ccl_reduction_t op) {
     const int n = g.size(), me = g.me, steps = 2 * (n - 1);

@@ -402,10 +402,9 @@ namespace {
 Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv,
                               size_t count, ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
-    const int L = t.local_size(), n = t.nnodes(), me = t.node();
+    const int L = t.local_size(), n = t.nnodes();
     const size_t blk = count * dtype_size(dtype);
     transport::Fabric& f = c.fabric();
-    const transport::Group g = counterparts(t);
     // Packed: for local index j, for node k, the block of node k's rank j.
     transport::Fabric::Scratch packed = f.scratch(size_t(c.size()) * blk);
     for (int j = 0; j < L; ++j)
@@ -416,22 +415,10 @@ Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, voi
     transport::Fabric::Scratch sums = f.scratch(size_t(n) * blk);
     CCL_NESTED(shm::reduce_scatter(c.arena(), d, packed.data(), sums.data(), size_t(n) * count,
                                    dtype, op));
-    transport::Fabric::Scratch in = f.scratch(size_t(n) * blk);
-    std::vector<transport::Fabric::OpRef> ops;
-    for (int k = 0; k < n; ++k)
-        if (k != me)
-            ops.push_back(f.post_recv(g.ranks[size_t(k)], transport::Channel::coll,
-                                      in.data() + size_t(k) * blk, blk));
-    for (int s = 1; s < n; ++s) {
-        const int k = (me + s) % n;
-        ops.push_back(f.post_send(g.ranks[size_t(k)], transport::Channel::coll,
-                                  sums.data() + size_t(k) * blk, blk));
-    }
-    for (auto& o : ops) co_await f.done(o);
-    std::vector<const void*> srcs;
-    for (int k = 0; k < n; ++k)
-        srcs.push_back(k == me ? sums.data() + size_t(k) * blk : in.data() + size_t(k) * blk);
-    if (count) ccl::reduce(recv, srcs.data(), n, count, dtype, op, 1);
+    std::vector<size_t> off;
+    for (int k = 0; k <= n; ++k) off.push_back(size_t(k) * blk);
+    const transport::Group g = counterparts(t);  // a coroutine's reference: not a temporary
+    CCL_NESTED(transport::reduce_scatter(f, g, sums.data(), off, recv, dtype, op));
 }
 
 }  // namespace
@@ -453,37 +440,22 @@ Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, s
     CCL_NESTED(local_reduce(c, d, send, full.data(), count * size_t(c.size()), dtype, rop, 0));
     transport::Fabric::Scratch mine = c.fabric().scratch(node_bytes);
     if (leader) {
-        // Leader k gets every other leader's sums of node k's blocks and adds them up.
-        auto pack_for = [&](int k, char* out) {
+        // Leader k gets every other leader's sums of node k's blocks and adds them up: the
+        // node's sums in node order (node k's ranks' blocks, one after the other) are the send.
+        const int n = t.nnodes();
+        transport::Fabric::Scratch packed = c.fabric().scratch(size_t(c.size()) * blk);
+        std::vector<size_t> off{0};
+        char* out = packed.data();
+        for (int k = 0; k < n; ++k) {
             for (int r : t.ranks_of(k)) {
                 std::memcpy(out, full.data() + size_t(r) * blk, blk);
                 out += blk;
             }
-        };
-        const int n = t.nnodes(), me = t.node();
-        std::vector<transport::Fabric::Scratch> in, out;  // by node (none for this one)
-        for (int k = 0; k < n; ++k) {
-            in.push_back(c.fabric().scratch(k == me ? 0 : node_bytes));
-            out.push_back(c.fabric().scratch(k == me ? 0 : t.ranks_of(k).size() * blk));
+            off.push_back(size_t(out - packed.data()));
         }
-        std::vector<transport::Fabric::OpRef> ops;
-        for (int k = 0; k < n; ++k) {
-            if (k == me) continue;
-            ops.push_back(c.fabric().post_recv(t.leader(k), transport::Channel::coll,
-                                               in[size_t(k)].data(), node_bytes));
-        }
-        for (int i = 1; i < n; ++i) {
-            const int k = (me + i) % n;
-            pack_for(k, out[size_t(k)].data());
-            ops.push_back(c.fabric().post_send(t.leader(k), transport::Channel::coll,
-                                               out[size_t(k)].data(), out[size_t(k)].size()));
-        }
-        for (auto& o : ops) co_await c.fabric().done(o);
-        pack_for(me, mine.data());
-        std::vector<const void*> srcs;
-        for (int k = 0; k < n; ++k) srcs.push_back(k == me ? mine.data() : in[size_t(k)].data());
-        if (count)
-            ccl::reduce(mine.data(), srcs.data(), n, count * size_t(t.local_size()), dtype, rop, 1);
+        const transport::Group g = leaders(t);
+        CCL_NESTED(
+            transport::reduce_scatter(c.fabric(), g, packed.data(), off, mine.data(), dtype, rop));
     }
     CCL_NESTED(local_broadcast(c, d, mine.data(), node_bytes, 0));
     std::memcpy(recv, mine.data() + size_t(t.local_rank()) * blk, blk);

@@ -13,6 +13,7 @@ namespace {
 Task nothing() { co_return; }
 
 char* at(void* p, size_t off) { return static_cast<char*>(p) + off; }
+const char* at(const void* p, size_t off) { return static_cast<const char*>(p) + off; }
 
 // out = a op b, with the lower member's data first so that every member computes the same bits.
 void combine(void* out, const void* lower, const void* higher, size_t count, ccl_datatype_t dtype,
@@ -195,6 +196,29 @@ Task allgatherv(Fabric& f, const Group& g, void* buf, const std::vector<size_t>&
         co_await f.done(r);
         co_await f.done(w);
     }
+}
+
+Task reduce_scatter(Fabric& f, const Group& g, const void* send, const std::vector<size_t>& off,
+                    void* recv, ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = g.size(), me = g.me;
+    const size_t mine = off[size_t(me) + 1] - off[size_t(me)];
+    Fabric::Scratch in = f.scratch(size_t(n) * mine);
+    std::vector<Fabric::OpRef> ops;
+    for (int k = 0; k < n; ++k)
+        if (k != me)
+            ops.push_back(
+                f.post_recv(g.ranks[size_t(k)], Channel::coll, in.data() + size_t(k) * mine, mine));
+    for (int s = 1; s < n; ++s) {
+        const int k = (me + s) % n;
+        ops.push_back(f.post_send(g.ranks[size_t(k)], Channel::coll, at(send, off[size_t(k)]),
+                                  off[size_t(k) + 1] - off[size_t(k)]));
+    }
+    for (auto& o : ops) co_await f.done(o);
+    // In member order, so that the sum's bits do not depend on who computes it.
+    std::vector<const void*> srcs;
+    for (int k = 0; k < n; ++k)
+        srcs.push_back(k == me ? at(send, off[size_t(me)]) : in.data() + size_t(k) * mine);
+    if (mine) ccl::reduce(recv, srcs.data(), n, mine / dtype_size(dtype), dtype, op, 1);
 }
 
 Task barrier(Fabric& f, const Group& g) {

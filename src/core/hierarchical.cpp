@@ -542,10 +542,11 @@ Task alltoallv(Communicator& c, uint32_t d, const void* send, std::vector<size_t
     for (auto& o : ops) co_await f.done(o);
 }
 
-// A point-to-point message is one tagged message straight into the receive's buffer, carrying
-// the call's digest (count and datatype) as remote CQ data, so that a receive that expects
-// another is refused as over shared memory. A message of another length fails the receive (a
-// longer one is truncated by the provider: FI_ETRUNC); its buffer's contents are then undefined.
+// A point-to-point message goes straight into the receive's buffer (in parts when long: the
+// fabric's send_message), carrying the call's digest (count and datatype) as remote CQ data, so
+// that a receive that expects another is refused as over shared memory. A message of another
+// length fails the receive (a longer one is truncated by the provider: FI_ETRUNC); its buffer's
+// contents are then undefined.
 Task send(Communicator& c, uint32_t digest, const void* buf, size_t bytes, int peer) {
     // Copied: the caller may reuse its buffer at once, and the send completes in the background.
     auto op = c.fabric().send_message(peer, buf, bytes, digest);
@@ -554,13 +555,8 @@ Task send(Communicator& c, uint32_t digest, const void* buf, size_t bytes, int p
 
 Task recv(Communicator& c, uint32_t digest, void* buf, size_t bytes, int peer) {
     transport::Fabric& f = c.fabric();
-    auto op = f.post_recv(peer, transport::Channel::p2p, buf, bytes);
+    auto op = f.post_message(peer, buf, bytes, digest);
     co_await f.done(op);
-    if (op.data() != digest)
-        throw Error(CCL_ERROR_INVALID_USAGE,
-                    "the message from rank " + std::to_string(peer) +
-                        " was sent with another datatype than its receive expects (the message "
-                        "is dropped)");
 }
 
 }  // namespace ccl::hier

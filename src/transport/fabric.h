@@ -7,11 +7,12 @@
 // worker) and, for operations nobody waits on, by one progress thread of the endpoint; every wait
 // has the communicator's deadline.
 //
-// Messages are matched by tag: a channel (collectives, point to point or failure notices), the
-// receiving communicator's id on its own endpoint (exchanged with the names), the sender's rank
-// and a per-pair, per-channel sequence number. Both sides of a pair issue their messages of a
-// channel in the same order (collectives are called in the same order everywhere; point-to-point
-// messages between two ranks match in order), so the numbers agree without any handshake.
+// Messages are matched by tag: a channel (collectives, point to point, the further parts of a
+// point-to-point message, or failure notices), the receiving communicator's id on its own endpoint
+// (exchanged with the names), the sender's rank and a per-pair, per-channel sequence number. Both
+// sides of a pair issue their messages of a channel in the same order (collectives are called in
+// the same order everywhere; point-to-point messages between two ranks match in order), so the
+// numbers agree without any handshake.
 #pragma once
 
 #include <atomic>
@@ -53,7 +54,9 @@ using Bytes = std::vector<char, Uninitialised<char>>;
 
 // Collectives, point to point, and failure notices (a rank whose communicator broke tells the
 // other nodes' ranks, so that they fail at once with its error instead of at their deadline).
-enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2 };
+// `part`: the second and later parts of a long point-to-point message, all under that message's
+// sequence number (send_message): they have no numbers of their own to get out of step.
+enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2, part = 3 };
 
 class Endpoint;  // the process's endpoint (fabric.cpp)
 
@@ -70,8 +73,6 @@ public:
         OpRef& operator=(OpRef&& o) noexcept;
         ~OpRef();
         Op* get() const { return op_.get(); }
-        // A completed receive's remote CQ data (a point-to-point message's digest).
-        uint64_t data() const;
 
     private:
         friend class Fabric;
@@ -125,17 +126,26 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
 
-    // A collective's message longer than this goes as several: with tcp;ofi_rxm, messages of up
-    // to 256 KiB went fast and longer ones up to 2x slower (a 16 MiB ring allreduce across two
-    // nodes in parts of 256 KiB + 4 B: 29 ms, of 254 KiB: 15 ms). Both sides cut alike.
+    // A message longer than this goes as several: with tcp;ofi_rxm, messages of up to 256 KiB
+    // went fast and longer ones up to 2x slower (a 16 MiB ring allreduce across two nodes in parts
+    // of 256 KiB + 4 B: 29 ms, of 254 KiB: 15 ms). A collective's are cut alike on both sides
+    // (post_send, post_recv); a point-to-point message's as send_message says.
     static constexpr size_t kMaxMessage = (256 << 10) - 4096;
 
     // Posts a send of `bytes` at `buf` to `peer`; `buf` must stay valid until it completes.
     OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes);
-    // A point-to-point message (Channel::p2p): copied first, so the caller may reuse `buf` at once
-    // (such sends never wait for their receiver), with `digest` (the call's count and datatype)
-    // as remote CQ data, for the receive to check (OpRef::data).
+    // A point-to-point message: copied first, so the caller may reuse `buf` at once (such sends
+    // never wait for their receiver), with `digest` (the call's count and datatype) as remote CQ
+    // data, for the receive to check. Longer than kMaxMessage, and where the provider carries 8
+    // bytes of CQ data and keeps sends in order (FI_ORDER_SAS), it goes in parts: the first on
+    // Channel::p2p with the number of parts beside the digest, the others on Channel::part under
+    // the first's sequence number, matched in order.
     OpRef send_message(int peer, const void* buf, size_t bytes, uint32_t digest);
+    // Posts the receive of a point-to-point message of `bytes` into `buf` (every part of it). A
+    // message of another length or digest fails it (CCL_ERROR_INVALID_USAGE); when the failed
+    // receive goes, the sender's parts that it did not take are received and dropped in the
+    // background, so that the sender's sends complete.
+    OpRef post_message(int peer, void* buf, size_t bytes, uint32_t digest);
     // Posts a receive of exactly `bytes` from `peer`: a longer or a shorter message fails it
     // (counts differ between the ranks: CCL_ERROR_INVALID_USAGE).
     OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes);
@@ -162,12 +172,25 @@ private:
     friend class Endpoint;
     // `buf` null: the operation's own `owned` data. `data`: remote CQ data to send with it.
     // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
-    // timeout).
+    // timeout). `seq`: the tag's sequence number (default: the channel's next for `peer`).
     OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, Bytes owned,
-                  std::optional<uint32_t> data = {}, double patience_s = -1);
-    // One operation of a message posted in parts by `post(offset, bytes)`.
-    OpRef in_parts(int peer, size_t bytes, bool is_recv,
-                   const std::function<OpRef(size_t, size_t)>& post);
+                  std::optional<uint64_t> data = {}, double patience_s = -1,
+                  std::optional<uint64_t> seq = {});
+    // Posts the receive `op` describes (peer, bytes, what it expects; the endpoint's lock held)
+    // into `buf`, numbered as send_op's. Throws as post_recv.
+    std::shared_ptr<Op> recv_op_locked(std::shared_ptr<Op> op, Channel ch, void* buf,
+                                       std::optional<uint64_t> seq = {}, double patience_s = -1);
+    // Receives and drops the next `parts` parts of the point-to-point message `seq` from `peer`
+    // (the endpoint's lock held): its receive failed here.
+    void drain_locked(int peer, uint64_t seq, uint64_t parts) noexcept;
+    // How many parts a point-to-point message of `bytes` goes in.
+    size_t message_parts(size_t bytes) const;
+    // The length of a message's next part, `left` bytes of it still to cut.
+    static constexpr size_t kTail = size_t(32) << 10;
+    static size_t next_part(size_t left);
+    // One operation of a message posted in parts by `post(offset, bytes, index)`.
+    using Post = std::function<OpRef(size_t, size_t, size_t)>;
+    OpRef in_parts(int peer, size_t bytes, bool is_recv, const Post& post);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
     void take_notice(const Op& op, size_t len);  // under the endpoint's lock
 

@@ -5,13 +5,14 @@
 // on this thread or another, polled or freed unwaited), small messages that
 // arrived before their receive (not overtaking a receive still posted), sends and receives
 // in a group, count 0, every datatype, the send buffer reusable once a send returns, large
-// messages of sizes going up and down, p2p
+// messages of sizes going up and down and around the fabric's part size, p2p
 // interleaved with collectives, a receive whose count or datatype differs from the send, small or
 // large (refused on the receiver, the communicator still works), a sender destroying its
 // communicator right after its send, and peers out of range.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -474,6 +475,46 @@ TEST(P2P, LargeSizesUpAndDown) {
     }
 }
 
+// Across nodes a message longer than 252 KiB (258048 bytes, the fabric's kMaxMessage) goes in
+// equal parts of at most that, all under the message's number: sizes at and around multiples of
+// it, half of the receives posted before the sends and half after the messages arrived, waited in
+// reverse order, with a small message between each two large ones.
+TEST(P2P, MessagesAroundPartBoundaries) {
+    const size_t part = 258048;
+    const std::vector<size_t> sizes = {part - 1,     part,         part + 1,       2 * part,
+                                       2 * part + 1, 3 * part - 7, 5 * part + 4096};
+    const size_t n = sizes.size();
+    std::deque<Guarded> in, small;  // Guarded does not move
+    for (size_t k = 0; k < n; ++k) {
+        in.emplace_back(sizes[k]);
+        small.emplace_back(size_t(3));
+    }
+    std::vector<ccl_request_t> reqs(2 * n, nullptr);
+    auto post = [&](size_t k) {
+        CCL_OK(ccl_recv(in[k].data(), sizes[k], CCL_UINT8, left(), g_comm, &reqs[2 * k]));
+        CCL_OK(ccl_recv(small[k].data(), 3, CCL_UINT8, left(), g_comm, &reqs[2 * k + 1]));
+    };
+    for (size_t k = 0; k < n / 2; ++k) post(k);
+    for (size_t k = 0; k < n; ++k) {
+        Message out(sizes[k], CCL_UINT8, g_rank, 1200 + k), tiny(3, CCL_UINT8, g_rank, 1300 + k);
+        CCL_OK(ccl_send(out.data(), sizes[k], CCL_UINT8, right(), g_comm, nullptr));
+        CCL_OK(ccl_send(tiny.data(), 3, CCL_UINT8, right(), g_comm, nullptr));
+    }
+    CCL_OK(ccl_barrier(g_comm, nullptr));  // the rest have arrived (or are on their way)
+    for (size_t k = n / 2; k < n; ++k) post(k);
+    for (size_t i = reqs.size(); i-- > 0;) {
+        CCL_OK(ccl_wait(reqs[i]));
+        CCL_OK(ccl_request_free(reqs[i]));
+    }
+    for (size_t k = 0; k < n; ++k) {
+        const std::string what = std::to_string(sizes[k]) + " bytes";
+        EXPECT_EQ(check_block(in[k].data(), sizes[k], CCL_UINT8, left(), 1200 + k, 0, what), 0u);
+        EXPECT_EQ(check_block(small[k].data(), 3, CCL_UINT8, left(), 1300 + k, 0, "after " + what),
+                  0u);
+        EXPECT_TRUE(in[k].guard_intact()) << what;
+    }
+}
+
 // Point to point between collectives: sends do not queue behind collectives, receives run in issue
 // order with them.
 // A receive whose request is freed before its message arrives still completes, before the
@@ -547,8 +588,10 @@ TEST(P2P, MismatchedReceiveIsRefused) {
 // connection): longer and shorter than the receive, on both sides of the eager and rendezvous
 // sizes, each followed by a good message.
 TEST(P2P, LargeMismatchedReceiveIsRefused) {
+    // Across nodes 300000 bytes go in two parts, 600000 in three and 900000 in four.
     const size_t sizes[][2] = {{300000, 299999}, {300000, 300001}, {70000, 3},
-                               {5, 70000},       {2000000, 16},    {16, 2000000}};
+                               {5, 70000},       {2000000, 16},    {16, 2000000},
+                               {600000, 900000}, {900000, 600000}, {900000, 258048}};
     uint64_t seed = 980;
     for (const auto& [sent, expected] : sizes) {
         Message out(sent, CCL_UINT8, g_rank, ++seed);

@@ -765,16 +765,16 @@ Fabric::OpRef Fabric::in_parts(int peer, size_t bytes, bool is_recv, const Post&
 
 size_t Fabric::message_parts(size_t bytes) const {
     if (!ep_->p2p_parts || bytes <= kMaxMessage) return 1;
-    size_t n = 0;
-    for (size_t left = bytes; left > 0; left -= next_part(left)) ++n;
-    return n;
+    // As next_part cuts: full parts while more than one is left, then the tail (in kTail pieces).
+    const size_t full = (bytes - 1) / kMaxMessage, tail = bytes - full * kMaxMessage;
+    return full + (tail > kTail && tail <= kMaxMessage / 2 ? (tail + kTail - 1) / kTail : 1);
 }
 
 // Part k's CQ data: the digest, and k beside it (the first part: the number of parts instead), so
 // that a part matched out of order fails instead of landing in the wrong place.
-namespace {
-uint64_t part_data(uint32_t digest, uint64_t k) { return k << 32 | digest; }
-}  // namespace
+uint64_t Fabric::message_data(uint32_t digest, size_t k, size_t parts) const {
+    return ep_->p2p_parts ? uint64_t(k ? k : parts) << 32 | digest : digest;
+}
 
 Fabric::OpRef Fabric::send_message(int peer, const void* buf, size_t bytes, uint32_t digest) {
     const size_t n = message_parts(bytes);
@@ -786,9 +786,8 @@ Fabric::OpRef Fabric::send_message(int peer, const void* buf, size_t bytes, uint
             data = ep_->spare(len);
         }
         if (len) std::memcpy(data.data(), static_cast<const char*>(buf) + off, len);
-        const uint64_t cq = !ep_->p2p_parts ? digest : part_data(digest, k ? k : n);
         OpRef op = send_op(peer, seq ? Channel::part : Channel::p2p, nullptr, len, std::move(data),
-                           cq, -1, seq);
+                           message_data(digest, k, n), -1, seq);
         if (!seq) seq = op.get()->seq;
         return op;
     };
@@ -803,7 +802,7 @@ Fabric::OpRef Fabric::post_message(int peer, void* buf, size_t bytes, uint32_t d
         op->peer = peer;
         op->bytes = len;
         op->message = n == 1;
-        op->expect = !ep_->p2p_parts ? digest : part_data(digest, k ? k : n);
+        op->expect = message_data(digest, k, n);
         std::lock_guard<std::mutex> lock(ep_->mu);
         OpRef r(recv_op_locked(std::move(op), seq ? Channel::part : Channel::p2p,
                                static_cast<char*>(buf) + off, seq),

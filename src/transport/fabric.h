@@ -183,8 +183,9 @@ private:
     // Receives and drops the next `parts` parts of the point-to-point message `seq` from `peer`
     // (the endpoint's lock held): its receive failed here.
     void drain_locked(int peer, uint64_t seq, uint64_t parts) noexcept;
-    // How many parts a point-to-point message of `bytes` goes in.
+    // How many parts a point-to-point message of `bytes` goes in, and part k's remote CQ data.
     size_t message_parts(size_t bytes) const;
+    uint64_t message_data(uint32_t digest, size_t k, size_t parts) const;
     // The length of a message's next part, `left` bytes of it still to cut.
     static constexpr size_t kTail = size_t(32) << 10;
     static size_t next_part(size_t left);

@@ -476,9 +476,10 @@ TEST(P2P, LargeSizesUpAndDown) {
 }
 
 // Across nodes a message longer than 252 KiB (258048 bytes, the fabric's kMaxMessage) goes in
-// equal parts of at most that, all under the message's number: sizes at and around multiples of
-// it, half of the receives posted before the sends and half after the messages arrived, waited in
-// reverse order, with a small message between each two large ones.
+// parts of that size and a tail (in 32 KiB pieces when it is 32-126 KiB), all under the message's
+// number: sizes at and around multiples of it, half of the receives posted before the sends and
+// half after the messages arrived, waited in reverse order, with a small message between each two
+// large ones.
 TEST(P2P, MessagesAroundPartBoundaries) {
     const size_t part = 258048;
     const std::vector<size_t> sizes = {part - 1,     part,         part + 1,       2 * part,
@@ -588,7 +589,8 @@ TEST(P2P, MismatchedReceiveIsRefused) {
 // connection): longer and shorter than the receive, on both sides of the eager and rendezvous
 // sizes, each followed by a good message.
 TEST(P2P, LargeMismatchedReceiveIsRefused) {
-    // Across nodes 300000 bytes go in two parts, 600000 in three and 900000 in four.
+    // Across nodes 300000 bytes go in three parts, 600000 in five and 900000 in seven (full
+    // parts, then the tail in 32 KiB pieces), 258048 in one.
     const size_t sizes[][2] = {{300000, 299999}, {300000, 300001}, {70000, 3},
                                {5, 70000},       {2000000, 16},    {16, 2000000},
                                {600000, 900000}, {900000, 600000}, {900000, 258048}};

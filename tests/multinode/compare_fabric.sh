@@ -88,8 +88,10 @@ run_raw() { # ROUND: single stream, then 2 streams and both directions for refer
 }
 # --bind-to none: each fake node sees the machine's cores, so Open MPI's default binding would
 # pin both ranks to core 0, where their busy polling shares one core in 4 ms slices.
+# --oversubscribe: Open MPI 4.1.6 (the 16-core host's) counted no slots on a fake node ("not
+# enough slots available") although --host gives each its ranks.
 run_mpi() {
-    "$FN" exec node0 -- timeout 300 mpirun.openmpi --allow-run-as-root -np $((2 * ppn)) --host "node0:$ppn,node1:$ppn" --bind-to none \
+    "$FN" exec node0 -- timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe -np $((2 * ppn)) --host "node0:$ppn,node1:$ppn" --bind-to none \
         --mca plm_rsh_agent "$agent" --mca btl tcp,self --mca btl_tcp_if_include eth0 \
         --mca oob_tcp_if_include eth0 "$mpi_bench" --only allreduce --min "$min_b" \
         --max "$max_b" --target "$time_s" >"$out/mpi-$1.txt" 2>&1 || echo "Open MPI round $1 failed (see $out/mpi-$1.txt)" >&2

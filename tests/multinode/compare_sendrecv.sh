@@ -35,7 +35,7 @@ for ((r = 1; r <= repeat; r++)); do
     "$FN" exec node0 -- timeout 300 "$build/cclrun" --hosts node0,node1 \
         --launcher-cmd "$FN exec {host} --" -- "$build/ccl_bench" -c sendrecv -s "$sizes" \
         -t "$time_s" 2>&1 | awk '/^ +[0-9]/ {print "ccl", $1, $6}' >>"$out/rows"
-    "$FN" exec node0 -- timeout 300 mpirun.openmpi --allow-run-as-root -np 2 \
+    "$FN" exec node0 -- timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 \
         --host node0:1,node1:1 --bind-to none --mca plm_rsh_agent "$agent" --mca btl tcp,self \
         --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 "$peer" --only sendrecv \
         --min 8 --max 16M --factor 4 --with-max --target "$time_s" 2>&1 |

@@ -27,7 +27,7 @@ void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, s
     arena.prefetch_eager();
     for (int r = 0; r < n; ++r) {
         if (r != me) wait_now(arena.eager_ready(r));
-        srcs[r] = arena.peer_eager(r);
+        srcs[r] = r == me ? send : arena.peer_eager(r);
     }
     reduce(recv, srcs.data(), n, count, dtype, op, n);
     arena.done();
@@ -46,7 +46,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         arena.prefetch_eager();
         for (int r = 0; r < n; ++r) {
             if (r != me) co_await arena.eager_ready(r);
-            srcs[r] = arena.peer_eager(r);
+            srcs[r] = r == me ? send : arena.peer_eager(r);
         }
         reduce(recv, srcs.data(), n, count, dtype, op, n);
         arena.done();
@@ -60,6 +60,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
+        srcs[arena.rank()] = static_cast<const char*>(send) + off * esize;
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }

@@ -54,15 +54,18 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         arena.begin_round(sig, c * esize);
-        co_await arena.buffer_free();
-        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
         if (arena.rank() != root) {
+            co_await arena.buffer_free();
+            std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize,
+                        c * esize);
             arena.done();  // nothing to read: ready and done at once
             continue;
         }
+        // The root's input never goes through the arena: nobody else reads it.
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
+        srcs[root] = static_cast<const char*>(send) + off * esize;
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }

@@ -107,14 +107,17 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         for (int r = 0; r < n; ++r)
             srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
         co_await arena.buffer_free(1);
-        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
-               op, n);
+        char* reduced = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
+        reduce(reduced, srcs.data(), n, hi - lo, dtype, op, n);
+        // My own slice out now, while it is in my cache and before the peers read it.
+        copy_out(static_cast<char*>(recv) + (off + lo) * esize, reduced, (hi - lo) * esize, stream);
         arena.done();
-        // Round 2: every reduced slice out.
+        // Round 2: every other reduced slice out.
         arena.begin_round(sig);
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) {
+            if (r == me) continue;
             auto [b, e] = slice(c, esize, r, n);
             copy_out(static_cast<char*>(recv) + (off + b) * esize,
                      static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize,

@@ -88,9 +88,13 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
             srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
-        co_await arena.buffer_free(1);
-        reduce(static_cast<char*>(arena.own_buffer(1)) + lo * esize, srcs.data(), n, hi - lo, dtype,
-               op, n);
+        // The root's slice goes straight out: nobody else reads it.
+        char* out = static_cast<char*>(recv) + (off + lo) * esize;
+        if (me != root) {
+            co_await arena.buffer_free(1);
+            out = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
+        }
+        reduce(out, srcs.data(), n, hi - lo, dtype, op, n);
         arena.done();
         // Round 2: the root gathers the reduced slices.
         arena.begin_round(sig);
@@ -101,6 +105,7 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) {
+            if (r == root) continue;
             auto [b, e] = slice(c, esize, r, n);
             std::memcpy(static_cast<char*>(recv) + (off + b) * esize,
                         static_cast<const char*>(arena.peer_buffer(r)) + b * esize,

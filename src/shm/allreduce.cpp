@@ -35,11 +35,10 @@ void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, s
 
 Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op) {
-    const int n = arena.nranks();
+    const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
     PerRank<const void*> srcs(n);
     if (count > 0 && count * esize <= Arena::kEagerBytes) {  // as allreduce_eager
-        const int me = arena.rank();
         arena.begin_round(sig, count * esize);
         co_await arena.buffer_free();
         arena.publish_eager(send, count * esize);
@@ -60,7 +59,7 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
-        srcs[arena.rank()] = static_cast<const char*>(send) + off * esize;
+        srcs[me] = static_cast<const char*>(send) + off * esize;  // not my line the peers read
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }

@@ -179,8 +179,9 @@ TEST(Alltoallv, LargeBlocks) {
         return (from + to) % 3 == 0 ? 0 : 11;
     };
     EXPECT_TRUE(run_alltoallv(world(), CCL_FLOAT64, counts, ++seed));
-    // Rank 0's blocks large, every other rank's small, rank 1's to rank 0 larger than the first
-    // round's piece: ranks that finish in the first round beside ranks that need more.
+    // Only rank 0 sends large blocks (the others send small ones, rank 1's to rank 0 larger than
+    // the first round's piece): writers with nothing left beside one that needs more rounds or
+    // single copy.
     auto mixed = [](int from, int to) -> size_t {
         if (from == 0) return large_count(CCL_FLOAT64) + size_t(to);
         if (from == 1 && to == 0) return 700;

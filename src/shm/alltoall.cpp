@@ -11,71 +11,60 @@ namespace ccl::shm {
 
 namespace {
 
-// A rank's buffer: a header (n sendcounts, n recvcounts, the send address; read in the first
-// round only), then one piece per destination.
+// A rank's buffer: one piece per destination. In the first round each piece starts with a Prefix
+// from its sender, so a receiver learns all it needs from the lines it reads for the data anyway
+// (a separate header line of counts cost every peer a second miss: 2 ranks, 8 B, 0.2 us).
+struct Prefix {
+    uint64_t count;     // elements the sender sends to this receiver
+    uint64_t largest;   // the sender's largest block, bytes
+    const char* block;  // where that block is in the sender's memory (single copy reads it)
+    uint64_t digest;    // the sender's share of the count matrix's digest (count_digest)
+};
+
 struct Layout {
-    size_t header, piece;
-    static size_t header_bytes(int n) { return (16 * size_t(n) + 8 + 63) / 64 * 64; }
+    // Pieces are whole lines, at least two: the first round's data (after its prefix's line) then
+    // moves at least a line per round.
+    static constexpr size_t kMinPiece = 128;
+    size_t piece;
     static size_t piece_bytes(size_t buffer, int n) {
-        size_t room = buffer > header_bytes(n) ? (buffer - header_bytes(n)) / size_t(n) : 0;
-        return room >= 64 ? room - room % 64 : room - room % 8;
+        size_t room = buffer / size_t(n);
+        return room - room % 64;
     }
-    Layout(size_t buffer, int n) : header(header_bytes(n)), piece(piece_bytes(buffer, n)) {
-        if (piece == 0)
+    Layout(size_t buffer, int n) : piece(piece_bytes(buffer, n)) {
+        if (piece < kMinPiece)
             throw Error(CCL_ERROR_UNSUPPORTED, "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
                                                    " bytes) is too small for an all-to-all among " +
-                                                   std::to_string(n) + " ranks");
+                                                   std::to_string(n) + " ranks (at least " +
+                                                   std::to_string(kMinPiece * size_t(n)) + ")");
     }
 };
 
-// After the first round's all_ready: checks every rank's sendcounts against the receivers'
-// recvcounts (header of n sendcounts then n recvcounts at the start of every buffer) and returns
-// the largest block in bytes. Every rank checks the whole matrix, so all fail alike on a mismatch
-// (which breaks the communicator, like any disagreement between ranks). This rank's own counts
-// come from its arguments, not its header: the peers are reading that line, and reading it too
-// cost as much as a miss (2 ranks, 8 B: 0.15 us of a 0.7 us call).
-size_t check_count_matrix(Arena& arena, size_t esize, const size_t* sendcounts,
-                          const size_t* recvcounts) {
-    const size_t un = size_t(arena.nranks()), me = size_t(arena.rank());
-    PerRank<const uint64_t*> header(un);
-    for (size_t j = 0; j < un; ++j)
-        header[j] = j == me ? nullptr : static_cast<const uint64_t*>(arena.peer_buffer(int(j)));
-    size_t largest = 0;
-    for (size_t j = 0; j < un; ++j) {
-        for (size_t k = 0; k < un; ++k) {
-            const uint64_t sends = j == me ? sendcounts[k] : header[j][k];
-            const uint64_t expects = k == me ? recvcounts[j] : header[k][un + j];
-            if (sends != expects)
-                arena.fail(CCL_ERROR_INVALID_USAGE,
-                           "alltoallv counts disagree: rank " + std::to_string(j) + " sends " +
-                               std::to_string(sends) + " elements to rank " + std::to_string(k) +
-                               ", which expects " + std::to_string(expects));
-            largest = std::max<size_t>(largest, sends * esize);
-        }
-    }
-    return largest;
+// In the first round a block of at most kBeside bytes follows its prefix in the same line; a
+// larger one starts at the next line, so that its copies keep the alignment of the user's buffers
+// (a copy whose source and destination are 32 bytes apart ran at half speed).
+constexpr size_t kBeside = 64 - sizeof(Prefix);
+size_t data_at(size_t round, size_t bytes) {
+    return round > 0 ? 0 : bytes <= kBeside ? sizeof(Prefix) : 64;
 }
 
-void write_counts(void* buf, const size_t* sendcounts, const size_t* recvcounts, size_t n) {
-    auto* h = static_cast<uint64_t*>(buf);
-    for (size_t r = 0; r < n; ++r) {
-        h[r] = sendcounts[r];
-        h[n + r] = recvcounts[r];
-    }
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+uint64_t pair_term(size_t from, size_t to, uint64_t count) {
+    return mix(mix(uint64_t(from) << 32 | uint64_t(to)) ^ count);
 }
 
-// Before the first round's reads: every peer's header (the count check reads them all) and the
-// line where the peer's piece for this rank starts (a hint: it may have written none). Asked for
-// at once, their cache misses overlap instead of following one another (a small gain: 2 ranks,
-// 8-64 B, 0.68-0.71 -> 0.65-0.68 us).
-void prefetch_first_round(const Arena& arena, const Layout& layout) {
-    const int n = arena.nranks(), me = arena.rank();
-    for (int r = 0; r < n; ++r) {
-        if (r == me) continue;
-        const char* peer = static_cast<const char*>(arena.peer_buffer(r));
-        for (size_t at = 0; at < layout.header; at += 64) __builtin_prefetch(peer + at);
-        __builtin_prefetch(peer + layout.header + size_t(me) * layout.piece);
-    }
+// Rank `me`'s share of a digest of the count matrix: its sends (row) counted in, its receives
+// (column) counted out. The shares of all ranks add up to zero when every send matches its
+// receive (and to anything else, but for a 2^-64 chance, when one does not), so every rank, which
+// sees every share in the first round, reaches the same verdict: all fail alike on a mismatch.
+uint64_t count_digest(size_t me, size_t n, const size_t* sendcounts, const size_t* recvcounts) {
+    uint64_t d = 0;
+    for (size_t r = 0; r < n; ++r)
+        d += pair_term(me, r, sendcounts[r]) - pair_term(r, me, recvcounts[r]);
+    return d;
 }
 
 }  // namespace
@@ -100,11 +89,11 @@ Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, siz
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy) {
     const int n = arena.nranks(), me = arena.rank();
-    const size_t esize = dtype_size(dtype), un = size_t(n);
+    const size_t esize = dtype_size(dtype), un = size_t(n), ume = size_t(me);
     const Layout full(arena.buffer_size(), n);
-    // The first round goes through a lane when one holds the header and a piece per rank: small
+    // The first round goes through a lane when one holds a piece per rank with some data: small
     // exchanges then take one round with nothing to publish after it.
-    const bool lane = Layout::piece_bytes(Arena::kLaneBytes, n) > 0;
+    const bool lane = Layout::piece_bytes(Arena::kLaneBytes, n) >= Layout::kMinPiece;
     const Layout first = lane ? Layout(Arena::kLaneBytes, n) : full;
     PerRank<size_t> sdispl(un + 1), rdispl(un + 1);
     byte_offsets(sendcounts, un, esize, sdispl.data());
@@ -119,45 +108,68 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     }
     size_t my_largest = 0;
     for (size_t r = 0; r < un; ++r) my_largest = std::max(my_largest, sdispl[r + 1] - sdispl[r]);
-    // The first round carries every rank's counts and send address, and the data too when it
-    // fits in one piece or single copy is off. After it every rank knows the largest block and
-    // so makes the same choice: done already, single copy, or more rounds of pieces.
-    size_t largest = 0;
+    // The first round carries every sender's prefix, and the data too when it fits in one piece or
+    // single copy is off. After it every rank knows the largest block and so makes the same
+    // choice: done already, single copy, or more rounds of pieces.
+    size_t largest = my_largest;
     bool pieces = !single_copy || my_largest <= full.piece;
     for (size_t off = 0, round = 0; round == 0 || off < largest; ++round) {
-        const Layout& layout = round == 0 ? first : full;
+        const size_t piece = (round == 0 ? first : full).piece,
+                     room = piece - data_at(round, SIZE_MAX);
         arena.begin_round(sig, round == 0 && lane ? Arena::kLaneBytes : SIZE_MAX);
         co_await arena.buffer_free();
         char* buf = static_cast<char*>(arena.own_buffer());
-        if (round == 0) {
-            write_counts(buf, sendcounts, recvcounts, un);
-            *reinterpret_cast<const char**>(buf + 16 * un) = in;
-        }
-        for (size_t r = 0; r < un && pieces; ++r) {
+        const uint64_t digest =
+            round == 0 ? count_digest(ume, un, sendcounts, recvcounts) : uint64_t(0);
+        for (size_t r = 0; r < un; ++r) {
+            if (r == ume) continue;
+            char* at = buf + r * piece;
+            if (round == 0)
+                *reinterpret_cast<Prefix*>(at) = {sendcounts[r], my_largest, in + sdispl[r],
+                                                  digest};
             size_t bytes = sdispl[r + 1] - sdispl[r];
-            if (int(r) != me && off < bytes)
-                std::memcpy(buf + layout.header + r * layout.piece, in + sdispl[r] + off,
-                            std::min(layout.piece, bytes - off));
+            if (pieces && off < bytes)
+                std::memcpy(at + data_at(round, bytes), in + sdispl[r] + off,
+                            std::min(room, bytes - off));
         }
         arena.ready();
         co_await arena.all_ready();
         if (round == 0) {
-            prefetch_first_round(arena, layout);
-            largest = check_count_matrix(arena, esize, sendcounts, recvcounts);
+            // Every peer's piece for this rank: its prefix, and its data where it has some.
+            // Asked for at once, the misses overlap.
+            for (size_t r = 0; r < un; ++r)
+                if (r != ume)
+                    __builtin_prefetch(static_cast<const char*>(arena.peer_buffer(int(r))) +
+                                       ume * piece);
+            uint64_t sum = digest;
+            for (size_t r = 0; r < un; ++r) {
+                if (r == ume) continue;
+                const Prefix& p = *reinterpret_cast<const Prefix*>(
+                    static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece);
+                if (p.count != recvcounts[r])
+                    arena.fail(CCL_ERROR_INVALID_USAGE,
+                               "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
+                                   std::to_string(p.count) + " elements to rank " +
+                                   std::to_string(me) + ", which expects " +
+                                   std::to_string(recvcounts[r]));
+                largest = std::max<size_t>(largest, p.largest);
+                sum += p.digest;
+            }
+            if (sum != 0)
+                arena.fail(
+                    CCL_ERROR_INVALID_USAGE,
+                    "alltoallv counts disagree: some rank's sendcounts do not match what its "
+                    "receiver's recvcounts expect (the ranks concerned name the pair)");
             // My own block never goes through the arena.
-            if (in + sdispl[size_t(me)] != out + rdispl[size_t(me)])
-                std::memcpy(out + rdispl[size_t(me)], in + sdispl[size_t(me)],
-                            sdispl[size_t(me) + 1] - sdispl[size_t(me)]);
+            if (in + sdispl[ume] != out + rdispl[ume])
+                std::memcpy(out + rdispl[ume], in + sdispl[ume], sdispl[ume + 1] - sdispl[ume]);
             if (single_copy && largest > full.piece) {
                 for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
                     size_t r = size_t((me + i) % n);
-                    const char* peer = static_cast<const char*>(arena.peer_buffer(int(r)));
-                    auto* counts = reinterpret_cast<const uint64_t*>(peer);
-                    size_t from = 0;  // where my block starts in r's send
-                    for (int k = 0; k < me; ++k) from += counts[size_t(k)] * esize;
-                    const char* base = *reinterpret_cast<const char* const*>(peer + 16 * un);
+                    const Prefix& p = *reinterpret_cast<const Prefix*>(
+                        static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece);
                     if (size_t bytes = rdispl[r + 1] - rdispl[r])
-                        cma_read(arena.peer_pid(int(r)), out + rdispl[r], base + from, bytes);
+                        cma_read(arena.peer_pid(int(r)), out + rdispl[r], p.block, bytes);
                 }
                 arena.done();
                 // Until every peer is done, it may still read my send buffer. A lane round
@@ -175,15 +187,15 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         }
         for (size_t r = 0; r < un; ++r) {
             size_t bytes = rdispl[r + 1] - rdispl[r];
-            if (int(r) != me && off < bytes)
+            if (r != ume && off < bytes)
                 std::memcpy(out + rdispl[r] + off,
-                            static_cast<const char*>(arena.peer_buffer(int(r))) + layout.header +
-                                size_t(me) * layout.piece,
-                            std::min(layout.piece, bytes - off));
+                            static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece +
+                                data_at(round, bytes),
+                            std::min(room, bytes - off));
         }
         arena.done();
         pieces = true;
-        off += layout.piece;
+        off += room;
     }
 }
 

@@ -111,8 +111,9 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
 Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
-// Block j of send (sendcounts[j] elements) to rank j. The first round also carries every rank's
-// counts, so every rank checks the whole count matrix and all fail alike on a mismatch. With
+// Block j of send (sendcounts[j] elements) to rank j. In the first round each piece also carries
+// its count and its sender's share of a digest of the whole count matrix, so a receiver checks its
+// own column exactly and every rank the whole matrix: all fail alike on a mismatch. With
 // `single_copy`, blocks larger than a buffer's share go straight from sender to receiver.
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy);

@@ -326,16 +326,30 @@ bool Communicator::probe_single_copy() {
     // The next rank on this node (single copy is for co-located ranks only).
     const auto& node = topo_.ranks_of(topo_.node());
     size_t next = size_t(node[size_t(topo_.local_rank() + 1) % node.size()]);
-    int32_t ok =
-        config_.single_copy &&
-        shm::cma_probe(pid_t(all[2 * next]),
-                       reinterpret_cast<const void*>(intptr_t(all[2 * next + 1])), sizeof(word));
+    const double ns =
+        config_.single_copy
+            ? shm::cma_probe(pid_t(all[2 * next]),
+                             reinterpret_cast<const void*>(intptr_t(all[2 * next + 1])),
+                             sizeof(word))
+            : -1;
+    int32_t ok = ns >= 0;
     int32_t every = 0;
     run({CollType::allreduce, 1, CCL_INT32, CCL_MIN, 0}, {&ok, &every, {}});
     if (!every && config_.single_copy && rank_ == 0)
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
+    // Every rank must choose alike (an all-to-all's ranks each decide for all): CCL_CMA_MIN (the
+    // largest given), else from the fastest probe (noise only adds to one).
+    uint64_t fixed = ns >= 0 ? uint64_t(ns) : UINT64_MAX, fastest = 0;
+    uint64_t want = config_.cma_min, given = 0;
+    run({CollType::allreduce, 1, CCL_UINT64, CCL_MIN, 0}, {&fixed, &fastest, {}});
+    run({CollType::allreduce, 1, CCL_UINT64, CCL_MAX, 0}, {&want, &given, {}});
+    cma_min_ = given ? size_t(given) : shm::cma_min_bytes(double(fastest));
+    if (every && rank_ == 0)
+        log().info(
+            "single copy for blocks from {} KiB ({})", cma_min_ >> 10,
+            given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns");
     return every != 0;
 }
 
@@ -470,7 +484,8 @@ void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
 bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
                             std::shared_ptr<Request>* req) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (fabric_ || bytes > shm::Mailbox::kQuickBytes ||
+    // One that may go single-copy takes the general path, which offers its buffer to the sender.
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= cma_min() ||
         pending_.load(std::memory_order_acquire) != 0)
         return false;
     check_broken(false);  // as start() does

@@ -89,6 +89,9 @@ public:
     // Whether every rank may copy straight from its peers' memory (shm/cma.h): CCL_SINGLE_COPY on
     // every rank and the probe at creation worked between every pair of neighbours.
     bool single_copy() const { return single_copy_; }
+    // Blocks from this size go single-copy where the algorithm allows (point to point, all-to-all,
+    // allgather): CCL_CMA_MIN, or chosen by the probe (shm::cma_min_bytes). SIZE_MAX: never.
+    size_t cma_min() const { return single_copy_ ? cma_min_ : SIZE_MAX; }
 
     // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
@@ -158,6 +161,7 @@ private:
     Topology topo_;
     std::unique_ptr<transport::Fabric> fabric_;  // only across nodes
     bool single_copy_ = false;
+    size_t cma_min_ = SIZE_MAX;
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.
     std::array<std::shared_ptr<const Schedule>, 8> recent_;

@@ -152,6 +152,9 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.allreduce_cma_min = parse_bytes("CCL_ALLREDUCE_CMA_MIN", v, 0, size_t(1) << 40);
     if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MAX"))
         c.allreduce_cma_max = parse_bytes("CCL_ALLREDUCE_CMA_MAX", v, 0, size_t(1) << 40);
+    if (const char* v = getenv_fn("CCL_CMA_MIN"))
+        c.cma_min =
+            std::string(v) == "auto" ? 0 : parse_bytes("CCL_CMA_MIN", v, 1, size_t(1) << 40);
     if (const char* v = getenv_fn("CCL_WORKER_COUNT"))
         c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))

@@ -31,6 +31,7 @@ struct Config {
     int local_size = 1;                       // the launcher's local size: ranks sharing them
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
+    size_t cma_min = 0;                       // CCL_CMA_MIN: single-copy blocks; 0 = auto (probed)
     bool bind = true;                         // CCL_BIND: auto binds unbound ranks (core/binding.h)
     // XPU (Level Zero, docs/xpu.md).
     std::string ze_library_path;          // CCL_ZE_LIBRARY_PATH: empty = libze_loader.so.1

@@ -113,9 +113,8 @@ Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
     // and, at 2 ranks, from smaller slices: it has one round to allreduce's two (2-core machine,
     // us, split / single copy: 128 KiB 18-20 / 13-15, 256 KiB 33-38 / 19-23; at 4 ranks there,
     // 256 KiB 68 / 80).
-    const size_t min_slice = arena.nranks() == 2
-                                 ? std::min(cfg.allreduce_cma_min, shm::kCmaMinBytes)
-                                 : cfg.allreduce_cma_min;
+    const size_t min_slice = arena.nranks() == 2 ? std::min(cfg.allreduce_cma_min, size_t(64) << 10)
+                                                 : cfg.allreduce_cma_min;
     if (single_copy_fits(cfg, arena, bytes, single_copy, min_slice))
         return {"shm/reduce_cma", [&arena, sig, digest = sig.digest(kReduceCma)](const Buffers& b) {
                     return shm::reduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -170,7 +169,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             std::vector<size_t> equal;
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
             size_t block = sig.coll == CollType::allgather ? bytes : bytes / size_t(comm.size());
-            const bool cma = comm.single_copy() && block >= shm::kCmaMinBytes;
+            const bool cma = block >= comm.cma_min();
             s.steps.push_back(
                 {cma ? "shm/allgatherv_cma" : "shm/allgatherv",
                  [&arena, dtype = sig.dtype, equal = std::move(equal),
@@ -209,29 +208,29 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             std::vector<size_t> equal;
             if (sig.coll == CollType::alltoall) equal.assign(size_t(comm.size()), sig.count);
             s.steps.push_back(
-                {"shm/alltoallv", [&arena, dtype = sig.dtype, equal = std::move(equal),
-                                   single_copy = comm.single_copy(),
-                                   digest = sig.digest(kAlltoall)](const Buffers& b) {
+                {"shm/alltoallv",
+                 [&arena, dtype = sig.dtype, equal = std::move(equal), cma_min = comm.cma_min(),
+                  digest = sig.digest(kAlltoall)](const Buffers& b) {
                      const size_t n = size_t(arena.nranks());
                      const size_t* send_counts = equal.empty() ? b.counts.data() : equal.data();
                      const size_t* recv_counts = equal.empty() ? send_counts + n : equal.data();
                      return shm::alltoallv(arena, digest, b.send, send_counts, b.recv, recv_counts,
-                                           dtype, single_copy);
+                                           dtype, cma_min);
                  }});
             break;
         }
         case CollType::send:
             s.steps.push_back({"shm/send", [&box = comm.mailbox(), bytes, peer = sig.root,
-                                            single_copy = comm.single_copy(),
+                                            cma_min = comm.cma_min(),
                                             digest = sig.p2p_digest()](const Buffers& b) {
-                                   return box.send(b.send, bytes, digest, peer, single_copy);
+                                   return box.send(b.send, bytes, digest, peer, cma_min);
                                }});
             break;
         case CollType::recv:
             s.steps.push_back({"shm/recv", [&box = comm.mailbox(), bytes, peer = sig.root,
-                                            single_copy = comm.single_copy(),
+                                            cma_min = comm.cma_min(),
                                             digest = sig.p2p_digest()](const Buffers& b) {
-                                   return box.recv(b.recv, bytes, digest, peer, single_copy);
+                                   return box.recv(b.recv, bytes, digest, peer, cma_min);
                                }});
             break;
         case CollType::barrier: {

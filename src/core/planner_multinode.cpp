@@ -103,16 +103,16 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                 // A co-located peer: the node's mailbox, by local rank.
                 const int lpeer = t.local_rank_of(peer);
                 shm::Mailbox& box = comm.mailbox();
-                const bool single_copy = comm.single_copy();
+                const size_t cma_min = comm.cma_min();
                 if (is_send)
                     s.steps.push_back(
-                        {"shm/send", [&box, bytes, lpeer, single_copy, digest](const Buffers& b) {
-                             return box.send(b.send, bytes, digest, lpeer, single_copy);
+                        {"shm/send", [&box, bytes, lpeer, cma_min, digest](const Buffers& b) {
+                             return box.send(b.send, bytes, digest, lpeer, cma_min);
                          }});
                 else
                     s.steps.push_back(
-                        {"shm/recv", [&box, bytes, lpeer, single_copy, digest](const Buffers& b) {
-                             return box.recv(b.recv, bytes, digest, lpeer, single_copy);
+                        {"shm/recv", [&box, bytes, lpeer, cma_min, digest](const Buffers& b) {
+                             return box.recv(b.recv, bytes, digest, lpeer, cma_min);
                          }});
                 break;
             }

@@ -87,7 +87,7 @@ Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, siz
 }
 
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
-               const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy) {
+               const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n), ume = size_t(me);
     const Layout full(arena.buffer_size(), n);
@@ -95,6 +95,8 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     // exchanges then take one round with nothing to publish after it.
     const bool lane = Layout::piece_bytes(Arena::kLaneBytes, n) >= Layout::kMinPiece;
     const Layout first = lane ? Layout(Arena::kLaneBytes, n) : full;
+    const bool single_copy = cma_min != SIZE_MAX;
+    const size_t direct_min = single_copy ? std::min(cma_min, full.piece + 1) : SIZE_MAX;
     PerRank<size_t> sdispl(un + 1), rdispl(un + 1);
     byte_offsets(sendcounts, un, esize, sdispl.data());
     byte_offsets(recvcounts, un, esize, rdispl.data());
@@ -112,7 +114,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     // single copy is off. After it every rank knows the largest block and so makes the same
     // choice: done already, single copy, or more rounds of pieces.
     size_t largest = my_largest;
-    bool pieces = !single_copy || my_largest <= full.piece;
+    bool pieces = my_largest < direct_min;
     for (size_t off = 0, round = 0; round == 0 || off < largest; ++round) {
         const size_t piece = (round == 0 ? first : full).piece,
                      room = piece - data_at(round, SIZE_MAX);
@@ -163,7 +165,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             // My own block never goes through the arena.
             if (in + sdispl[ume] != out + rdispl[ume])
                 std::memcpy(out + rdispl[ume], in + sdispl[ume], sdispl[ume + 1] - sdispl[ume]);
-            if (single_copy && largest > full.piece) {
+            if (largest >= direct_min) {
                 for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
                     size_t r = size_t((me + i) % n);
                     const Prefix& p = *reinterpret_cast<const Prefix*>(

@@ -113,10 +113,11 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
 
 // Block j of send (sendcounts[j] elements) to rank j. In the first round each piece also carries
 // its count and its sender's share of a digest of the whole count matrix, so a receiver checks its
-// own column exactly and every rank the whole matrix: all fail alike on a mismatch. With
-// `single_copy`, blocks larger than a buffer's share go straight from sender to receiver.
+// own column exactly and every rank the whole matrix: all fail alike on a mismatch. Once a block
+// reaches `cma_min` bytes (shm/cma.h; SIZE_MAX: never), or one is larger than a buffer's share
+// and single copy is allowed, every block goes straight from sender to receiver.
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
-               const size_t* recvcounts, ccl_datatype_t dtype, bool single_copy);
+               const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min);
 
 // alltoall with every block `block` bytes, all of them fitting one lane (n x block <= kLaneBytes):
 // one round, every rank's whole send buffer in its lane.

@@ -198,7 +198,7 @@ uint64_t Mailbox::place(Outbox& out, int peer, size_t bytes, uint32_t head) {
     return 0;
 }
 
-Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy) {
+Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min) {
     const int me = arena_.rank();
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
@@ -221,8 +221,8 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, bool s
                    ch.posted_bytes.load(std::memory_order_relaxed) == bytes &&
                    ch.posted_sig.load(std::memory_order_relaxed) == sig;
         };
-        bool direct = single_copy && bytes >= kCmaMinBytes && offered();
-        if (single_copy && bytes >= kCmaMinBytes && !direct) {
+        bool direct = bytes >= cma_min && offered();
+        if (bytes >= cma_min && !direct) {
             // Its receive is likely moments away (rings, exchanges), also when the receiver has
             // not yet taken the previous message (it offers this one's buffer right after), or is
             // not running (more ranks than cores): worth a wait of about what the extra copy would
@@ -304,12 +304,12 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
     return true;
 }
 
-Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy) {
+Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min) {
     const int me = arena_.rank();
     Channel& ch = channel(peer, me);
     Inbox& in = in_[size_t(peer)];
     uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
-    if (single_copy && bytes >= kCmaMinBytes &&
+    if (bytes >= cma_min &&
         ch.ring[tail % kSlots].seq.load(std::memory_order_acquire) != tail + 1) {
         // Not sent yet: offer the sender this buffer (see send).
         ch.posted_addr.store(reinterpret_cast<uint64_t>(buf), std::memory_order_relaxed);

@@ -61,11 +61,11 @@ public:
 
     // `sig` identifies count and datatype: a receive expecting another fails with
     // CCL_ERROR_INVALID_USAGE (the message is consumed). Sends come from one thread at a time,
-    // receives from one thread at a time (which may differ from the sender's). With
-    // `single_copy` (shm/cma.h), a large receive that waits offers its buffer, and a send that
+    // receives from one thread at a time (which may differ from the sender's). From `cma_min`
+    // bytes (shm/cma.h; SIZE_MAX: never), a receive that waits offers its buffer, and a send that
     // finds its receive offered writes straight into it.
-    Task send(const void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
-    Task recv(void* buf, size_t bytes, uint32_t sig, int peer, bool single_copy);
+    Task send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min);
+    Task recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min);
     // A receive at once, without a coroutine, when its message has arrived and matches, in its
     // descriptor or in one piece in the data segment already mapped. False: nothing happened
     // (call recv).

@@ -67,6 +67,9 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(cma.allreduce_algo, "cma");
     EXPECT_EQ(cma.allreduce_cma_min, 1u << 20);
     EXPECT_EQ(cma.allreduce_cma_max, 64u << 20);
+    EXPECT_EQ(parse({}).cma_min, 0u);  // auto
+    EXPECT_EQ(parse({{"CCL_CMA_MIN", "auto"}}).cma_min, 0u);
+    EXPECT_EQ(parse({{"CCL_CMA_MIN", "32K"}}).cma_min, 32u << 10);
 }
 
 TEST(Config, RejectsMalformed) {
@@ -85,6 +88,8 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_ALLREDUCE", "ring");
     expect_rejected("CCL_ALLREDUCE_CMA_MIN", "lots");
     expect_rejected("CCL_ALLREDUCE_CMA_MAX", "-1");
+    expect_rejected("CCL_CMA_MIN", "0");
+    expect_rejected("CCL_CMA_MIN", "some");
 }
 
 }  // namespace

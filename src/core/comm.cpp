@@ -332,25 +332,23 @@ bool Communicator::probe_single_copy() {
                              reinterpret_cast<const void*>(intptr_t(all[2 * next + 1])),
                              sizeof(word))
             : -1;
-    int32_t ok = ns >= 0;
-    int32_t every = 0;
-    run({CollType::allreduce, 1, CCL_INT32, CCL_MIN, 0}, {&ok, &every, {}});
+    // One allreduce (max) agrees on all of it: whether any rank failed, the fastest probe (noise
+    // only adds to one; as its complement), and the largest CCL_CMA_MIN given. Every rank must
+    // choose alike: an all-to-all's ranks each decide for all.
+    uint64_t vote[3] = {ns < 0, ~(ns < 0 ? UINT64_MAX : uint64_t(ns)), config_.cma_min}, agreed[3];
+    run({CollType::allreduce, 3, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
+    const bool every = agreed[0] == 0;
+    const uint64_t fastest = ~agreed[1], given = agreed[2];
     if (!every && config_.single_copy && rank_ == 0)
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
-    // Every rank must choose alike (an all-to-all's ranks each decide for all): CCL_CMA_MIN (the
-    // largest given), else from the fastest probe (noise only adds to one).
-    uint64_t fixed = ns >= 0 ? uint64_t(ns) : UINT64_MAX, fastest = 0;
-    uint64_t want = config_.cma_min, given = 0;
-    run({CollType::allreduce, 1, CCL_UINT64, CCL_MIN, 0}, {&fixed, &fastest, {}});
-    run({CollType::allreduce, 1, CCL_UINT64, CCL_MAX, 0}, {&want, &given, {}});
     cma_min_ = given ? size_t(given) : shm::cma_min_bytes(double(fastest));
     if (every && rank_ == 0)
         log().info(
             "single copy for blocks from {} KiB ({})", cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns");
-    return every != 0;
+    return every;
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {

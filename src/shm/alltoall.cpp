@@ -115,14 +115,18 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     // choice: done already, single copy, or more rounds of pieces.
     size_t largest = my_largest;
     bool pieces = my_largest < direct_min;
+    const uint64_t digest = count_digest(ume, un, sendcounts, recvcounts);
     for (size_t off = 0, round = 0; round == 0 || off < largest; ++round) {
+        // What a piece holds of every block this round (the first round's prefix line aside).
         const size_t piece = (round == 0 ? first : full).piece,
                      room = piece - data_at(round, SIZE_MAX);
+        // Where rank r's piece for this rank is.
+        auto from = [&](size_t r) {
+            return static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece;
+        };
         arena.begin_round(sig, round == 0 && lane ? Arena::kLaneBytes : SIZE_MAX);
         co_await arena.buffer_free();
         char* buf = static_cast<char*>(arena.own_buffer());
-        const uint64_t digest =
-            round == 0 ? count_digest(ume, un, sendcounts, recvcounts) : uint64_t(0);
         for (size_t r = 0; r < un; ++r) {
             if (r == ume) continue;
             char* at = buf + r * piece;
@@ -140,14 +144,11 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             // Every peer's piece for this rank: its prefix, and its data where it has some.
             // Asked for at once, the misses overlap.
             for (size_t r = 0; r < un; ++r)
-                if (r != ume)
-                    __builtin_prefetch(static_cast<const char*>(arena.peer_buffer(int(r))) +
-                                       ume * piece);
+                if (r != ume) __builtin_prefetch(from(r));
             uint64_t sum = digest;
             for (size_t r = 0; r < un; ++r) {
                 if (r == ume) continue;
-                const Prefix& p = *reinterpret_cast<const Prefix*>(
-                    static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece);
+                const Prefix& p = *reinterpret_cast<const Prefix*>(from(r));
                 if (p.count != recvcounts[r])
                     arena.fail(CCL_ERROR_INVALID_USAGE,
                                "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
@@ -168,8 +169,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             if (largest >= direct_min) {
                 for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
                     size_t r = size_t((me + i) % n);
-                    const Prefix& p = *reinterpret_cast<const Prefix*>(
-                        static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece);
+                    const Prefix& p = *reinterpret_cast<const Prefix*>(from(r));
                     if (size_t bytes = rdispl[r + 1] - rdispl[r])
                         cma_read(arena.peer_pid(int(r)), out + rdispl[r], p.block, bytes);
                 }
@@ -190,9 +190,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         for (size_t r = 0; r < un; ++r) {
             size_t bytes = rdispl[r + 1] - rdispl[r];
             if (r != ume && off < bytes)
-                std::memcpy(out + rdispl[r] + off,
-                            static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece +
-                                data_at(round, bytes),
+                std::memcpy(out + rdispl[r] + off, from(r) + data_at(round, bytes),
                             std::min(room, bytes - off));
         }
         arena.done();

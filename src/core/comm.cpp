@@ -205,23 +205,25 @@ ShmRecord parse_shm_record(std::istream& in, const std::string& text) {
 // The node's first rank lays out the arena and mailbox of `nranks` ranks; returns the record
 // ("name buffer_size job") the others open them by.
 std::string create_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
-                            int nranks, size_t buffer_size, double timeout_s, int node_cpus) {
+                            int nranks, size_t buffer_size, double timeout_s,
+                            shm::WaitPolicy policy) {
     std::string name = segment_name();
     // The segments' job id travels with their names: a segment that does not carry it (stale,
     // foreign, replaced) is refused when the others open it.
     shm::JobId job = kvs::random_secret();
     arena.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(nranks, buffer_size), job),
-                  nranks, 0, buffer_size, timeout_s, true, node_cpus);
+                  nranks, 0, buffer_size, timeout_s, true, policy);
     mailbox.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(nranks), job),
                     name + "-d", *arena);
     return name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
 }
 
 void open_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
-                   const ShmRecord& r, int nranks, int rank, double timeout_s, int node_cpus) {
+                   const ShmRecord& r, int nranks, int rank, double timeout_s,
+                   shm::WaitPolicy policy) {
     arena.emplace(
         shm::Segment::open(r.name, shm::Arena::bytes_needed(nranks, r.buffer_size), r.job), nranks,
-        rank, r.buffer_size, timeout_s, false, node_cpus);
+        rank, r.buffer_size, timeout_s, false, policy);
     mailbox.emplace(shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(nranks), r.job),
                     r.name + "-d", *arena);
 }
@@ -235,12 +237,12 @@ void Communicator::setup_single_node(Bootstrap& boot) {
     // Lay the segments out before publishing their name: a peer may map them at once.
     if (rank_ == 0)
         shared =
-            create_segments(arena_, mailbox_, size_, buffer_size, cfg.timeout_s, topo_.node_cpus());
+            create_segments(arena_, mailbox_, size_, buffer_size, cfg.timeout_s, wait_policy());
     std::string text = boot.from_root(shared);
     if (rank_ != 0) {
         std::istringstream in(text);
         open_segments(arena_, mailbox_, parse_shm_record(in, text), size_, rank_, cfg.timeout_s,
-                      topo_.node_cpus());
+                      wait_policy());
     }
     // Once every rank has mapped the segments their names can go: nothing is left in /dev/shm,
     // whatever happens to the processes later.
@@ -271,7 +273,7 @@ void Communicator::setup_multinode(Bootstrap& boot) {
     size_t buffer_size = cfg.shm_buffer_size;
     if (leader)
         record += " " + create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s,
-                                        topo_.node_cpus());
+                                        wait_policy());
     std::vector<std::string> all = boot.allgather(record);
     std::vector<std::string> names;
     for (int r = 0; r < size_; ++r) {
@@ -297,7 +299,7 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         std::string skip;
         in >> skip;
         open_segments(arena_, mailbox_, parse_shm_record(in, text), local_size, local_rank,
-                      cfg.timeout_s, topo_.node_cpus());
+                      cfg.timeout_s, wait_policy());
     }
     boot.barrier();
     if (leader) {
@@ -314,6 +316,11 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         if (code != CCL_SUCCESS) throw Error(code, message);
         if (arena->failed()) throw Error(arena->failure_code(), "the communicator failed");
     });
+}
+
+shm::WaitPolicy Communicator::wait_policy() const {
+    return shm::wait_policy(topo_.local_size(), topo_.node_cpus(),
+                            std::chrono::microseconds(config_.poll_time_us));
 }
 
 bool Communicator::probe_single_copy() {

@@ -146,7 +146,8 @@ private:
     // Marks the communicator broken if the arena failed; `p2p`: the failed call was a send or
     // receive (a mismatched receive leaves the communicator usable).
     void note_failure(const Error& e, bool p2p = true);
-    bool probe_single_copy();  // collective, at creation
+    bool probe_single_copy();             // collective, at creation
+    shm::WaitPolicy wait_policy() const;  // how this node's ranks wait (shm/wait.h)
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
     void setup_single_node(Bootstrap& boot);
     void setup_multinode(Bootstrap& boot);

@@ -155,6 +155,8 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_CMA_MIN"))
         c.cma_min =
             std::string(v) == "auto" ? 0 : parse_bytes("CCL_CMA_MIN", v, 1, size_t(1) << 40);
+    if (const char* v = getenv_fn("CCL_POLL_TIME_US"))
+        c.poll_time_us = parse_int("CCL_POLL_TIME_US", v, 0, 10000000);
     if (const char* v = getenv_fn("CCL_WORKER_COUNT"))
         c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))

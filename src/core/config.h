@@ -33,6 +33,7 @@ struct Config {
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
     size_t cma_min = 0;                       // CCL_CMA_MIN: single-copy blocks; 0 = auto (probed)
     bool bind = true;                         // CCL_BIND: auto binds unbound ranks (core/binding.h)
+    long poll_time_us = 20000;                // CCL_POLL_TIME_US: a waiting rank's polling (wait.h)
     // XPU (Level Zero, docs/xpu.md).
     std::string ze_library_path;          // CCL_ZE_LIBRARY_PATH: empty = libze_loader.so.1
     bool ze_enable = true;                // CCL_ZE_ENABLE: 0 = never load Level Zero

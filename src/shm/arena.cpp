@@ -62,13 +62,13 @@ size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
 }
 
 Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init,
-             int node_cpus)
+             WaitPolicy policy)
     : seg_(std::move(seg)),
       nranks_(nranks),
       rank_(rank),
       buffer_size_(buffer_size),
       timeout_s_(timeout_s),
-      policy_(wait_policy(nranks, node_cpus)),
+      policy_(policy),
       flags_offset_(header_bytes(nranks)),
       data_offset_(header_bytes(nranks) + flags_bytes(nranks)),
       lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),
@@ -293,7 +293,12 @@ void Arena::block_on(Word w, uint32_t target, Test test, Touch touch) {
         if (seen()) break;
         cpu_relax();
     }
-    for (int i = 0; i < policy_.yields && !seen(); ++i) sched_yield();
+    if (!seen()) {
+        const auto until = std::chrono::steady_clock::now() + policy_.poll_time;
+        for (int i = 0; !seen() && (i < policy_.yields || std::chrono::steady_clock::now() < until);
+             ++i)
+            sched_yield();
+    }
     while (!test()) sleep_on_word(w, target, kMaxSleep);
 }
 

@@ -53,9 +53,9 @@ public:
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
-    // Records this rank's pid for peer-liveness checks. `node_cpus`: see wait_policy.
+    // Records this rank's pid for peer-liveness checks. `policy`: how its waits wait (wait.h).
     Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init,
-          int node_cpus = 0);
+          WaitPolicy policy);
     Arena(const Arena&) = delete;
     Arena& operator=(const Arena&) = delete;
 

@@ -24,10 +24,10 @@ int usable_cpus() {
     return n > 0 ? int(n) : 1;
 }
 
-WaitPolicy wait_policy(int local_ranks, int node_cpus) {
+WaitPolicy wait_policy(int local_ranks, int node_cpus, std::chrono::microseconds poll_time) {
     static const int own = usable_cpus();
-    if (local_ranks <= (node_cpus > 0 ? node_cpus : own)) return {4000, 200, true};
-    return {64, 50, false};
+    if (local_ranks <= (node_cpus > 0 ? node_cpus : own)) return {4000, 200, poll_time, true};
+    return {64, 50, std::chrono::microseconds(0), false};
 }
 
 bool detect_asymmetric_fences() {

@@ -31,11 +31,12 @@ std::vector<std::unique_ptr<Arena>> make_arenas(int n, size_t buffer, double tim
     std::string name = unique_name();
     size_t bytes = Arena::bytes_needed(n, buffer);
     std::vector<std::unique_ptr<Arena>> arenas;
-    arenas.push_back(
-        std::make_unique<Arena>(Segment::create(name, bytes, kJob), n, 0, buffer, timeout_s, true));
+    const ccl::shm::WaitPolicy policy = ccl::shm::wait_policy(n);
+    arenas.push_back(std::make_unique<Arena>(Segment::create(name, bytes, kJob), n, 0, buffer,
+                                             timeout_s, true, policy));
     for (int r = 1; r < n; ++r)
         arenas.push_back(std::make_unique<Arena>(Segment::open(name, bytes, kJob), n, r, buffer,
-                                                 timeout_s, false));
+                                                 timeout_s, false, policy));
     arenas[0]->segment().unlink();
     return arenas;
 }
@@ -165,10 +166,11 @@ TEST(Arena, MismatchedCollectivesAreRefused) {
 TEST(Arena, DeadPeerIsNoticed) {
     std::string name = unique_name();
     size_t bytes = Arena::bytes_needed(2, 4096);
-    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 30, true);
+    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 30, true, ccl::shm::wait_policy(2));
     pid_t child = fork();
     if (child == 0) {  // maps the arena as rank 1, then dies without a word
-        Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 30, false);
+        Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 30, false,
+                   ccl::shm::wait_policy(2));
         _exit(0);
     }
     ASSERT_GT(child, 0);
@@ -195,6 +197,17 @@ TEST(Segment, CreateRefusesAnExistingNameAndCleansUp) {
     }
     // The creator's destructor unlinked it.
     EXPECT_THROW(Segment::open(name, 8192, kJob), ccl::Error);
+}
+
+TEST(Arena, WaitsPollLongerOnlyWithACoreEach) {
+    using std::chrono::microseconds;
+    const ccl::shm::WaitPolicy own = ccl::shm::wait_policy(2, 4, microseconds(20000));
+    EXPECT_TRUE(own.own_core);
+    EXPECT_EQ(own.poll_time, microseconds(20000));
+    // More ranks than cpus: a wait yields at once and sleeps soon, whatever CCL_POLL_TIME_US says.
+    const ccl::shm::WaitPolicy crowded = ccl::shm::wait_policy(8, 2, microseconds(20000));
+    EXPECT_FALSE(crowded.own_core);
+    EXPECT_EQ(crowded.poll_time, microseconds(0));
 }
 
 }  // namespace

@@ -68,11 +68,17 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(cma.allreduce_cma_min, 1u << 20);
     EXPECT_EQ(cma.allreduce_cma_max, 64u << 20);
     EXPECT_EQ(parse({}).cma_min, 0u);  // auto
+    EXPECT_EQ(parse({}).poll_time_us, 20000);
+    EXPECT_EQ(parse({{"CCL_POLL_TIME_US", "0"}}).poll_time_us, 0);
+    EXPECT_EQ(parse({{"CCL_POLL_TIME_US", "500"}}).poll_time_us, 500);
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "auto"}}).cma_min, 0u);
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "32K"}}).cma_min, 32u << 10);
 }
 
 TEST(Config, RejectsMalformed) {
+    expect_rejected("CCL_POLL_TIME_US", "-1");
+    expect_rejected("CCL_POLL_TIME_US", "1ms");
+    expect_rejected("CCL_POLL_TIME_US", "20000000");
     expect_rejected("CCL_TIMEOUT", "");
     expect_rejected("CCL_TIMEOUT", "abc");
     expect_rejected("CCL_TIMEOUT", "-1");

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
 
@@ -46,6 +47,28 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
         }
         arena.done();
     }
+}
+
+Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
+    // Both ranks say where their buffer is; then the root writes the second half straight into
+    // the other's buffer while the other reads the first half straight from the root's: each
+    // core copies half, where through the arena one core copies all of it in and the other all
+    // of it out.
+    const int me = arena.rank(), peer = 1 - me;
+    arena.begin_round(sig);
+    co_await arena.buffer_free();
+    *static_cast<void**>(arena.own_buffer()) = buf;
+    arena.ready();
+    co_await arena.all_ready();
+    char* const theirs = *static_cast<char* const*>(arena.peer_buffer(peer));
+    const size_t half = bytes / 2 / 64 * 64;
+    if (me == root)
+        cma_write(arena.peer_pid(peer), theirs + half, static_cast<char*>(buf) + half,
+                  bytes - half);
+    else
+        cma_read(arena.peer_pid(peer), buf, theirs, half);
+    arena.done();
+    co_await arena.all_done();  // until then the peer copies from or into this rank's buffer
 }
 
 }  // namespace ccl::shm

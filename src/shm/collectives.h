@@ -76,6 +76,9 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
 
 // The root copies chunks in, the others copy them out; a reader can lag the root by a chunk.
 Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
+// Two ranks, single copy (shm/cma.h): the root writes one half straight into the other rank's
+// buffer while that rank reads the other half straight from the root's.
+Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 
 Task barrier(Arena& arena, uint32_t sig);
 

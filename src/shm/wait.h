@@ -14,7 +14,7 @@ struct WaitPolicy {
     // and, after the spins, for at least this long (CCL_POLL_TIME_US, when own_core): a rank
     // that sleeps leaves its cpu idle, and on a virtual machine waking an idle cpu can take
     // milliseconds when the host is busy; the peers then wait long enough to sleep too, and every
-    // later call pays a wake-up (16-core host: 1-2 ms a call instead of 1.5 us, for whole runs).
+    // later call pays a wake-up (16-core host: 1-3 ms a call instead of 1.5 us, for whole runs).
     std::chrono::microseconds poll_time{0};
     bool own_core = false;  // every rank has a core of its own: spinning costs nobody
 };

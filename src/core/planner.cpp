@@ -66,8 +66,8 @@ bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes, 
 // (shm::broadcast_cma): from twice the single-copy block size, on machines where that size is
 // small, i.e. where the kernel's copies are cheap. On the 16-core Xeon host (blocks from 16 KiB) it
 // took 2 MiB in 75-122 us against 201-221 through the arena (MPICH 211-220), 256 KiB in 9-11
-// against 19-25; on the AMD VM (256 KiB), where the kernel copied at about a third of the
-// arena's streaming copies, it lost from 16 MiB (64 MiB: 4.4-5.5 ms against 3.5-3.8).
+// against 19-25; on the AMD VM (256 KiB), where the kernel copied at 35-45% of the arena's
+// streaming copies, it lost from 16 MiB (64 MiB: 4.4-5.5 ms against 3.5-3.8).
 bool broadcast_halves(const Communicator& comm, size_t bytes) {
     constexpr size_t kCheapBlock = 64u << 10;
     const size_t block = comm.cma_min();  // SIZE_MAX without single copy

@@ -296,8 +296,12 @@ void Arena::block_on(Word w, uint32_t target, Test test, Touch touch) {
     if (!seen()) {
         const auto until = std::chrono::steady_clock::now() + policy_.poll_time;
         for (int i = 0; !seen() && (i < policy_.yields || std::chrono::steady_clock::now() < until);
-             ++i)
+             ++i) {
+            // Polling may last long (CCL_POLL_TIME_US): its deadline, a dead peer and an abort
+            // are looked at on the way, not only once it sleeps.
+            if (i >= policy_.yields && i % 64 == 0 && test()) break;
             sched_yield();
+        }
     }
     while (!test()) sleep_on_word(w, target, kMaxSleep);
 }

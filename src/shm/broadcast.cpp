@@ -57,10 +57,9 @@ Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root
     const int me = arena.rank(), peer = 1 - me;
     arena.begin_round(sig);
     co_await arena.buffer_free();
-    *static_cast<void**>(arena.own_buffer()) = buf;
-    arena.ready();
+    share_addresses(arena, buf, buf);
     co_await arena.all_ready();
-    char* const theirs = *static_cast<char* const*>(arena.peer_buffer(peer));
+    char* const theirs = peer_output(arena, peer);
     const size_t half = bytes / 2 / 64 * 64;
     if (me == root)
         cma_write(arena.peer_pid(peer), theirs + half, static_cast<char*>(buf) + half,

@@ -34,11 +34,11 @@ private:
     T* p_;
 };
 
-// Single-copy rounds (allreduce_cma, reduce_cma). share_addresses puts where this rank's input
-// and output are in its own buffer and says it is ready; once all are, peer_output is where rank
-// r's output is, and read_peer_parts copies bytes [at, at + len) of each peer's input into this
-// rank's scratch pieces (`piece` bytes apart, the next rank first so that ranks read different
-// peers) and points srcs at them, srcs[rank] at `mine` + at.
+// Single-copy rounds (allreduce_cma, reduce_cma, broadcast_cma). share_addresses puts where this
+// rank's input and output are in its own buffer and says it is ready; once all are, peer_output is
+// where rank r's output is, and read_peer_parts copies bytes [at, at + len) of each peer's input
+// into this rank's scratch pieces (`piece` bytes apart, the next rank first so that ranks read
+// different peers) and points srcs at them, srcs[rank] at `mine` + at.
 void share_addresses(Arena& arena, const void* send, void* recv);
 char* peer_output(const Arena& arena, int r);
 void read_peer_parts(const Arena& arena, const void* mine, size_t at, size_t len, char* scratch,

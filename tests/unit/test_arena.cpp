@@ -145,6 +145,24 @@ TEST(Arena, TimeoutWhenAPeerNeverComes) {
     }
 }
 
+TEST(Arena, LongPollingStillEndsAtTheDeadline) {
+    // A wait that polls 10 s before it sleeps (CCL_POLL_TIME_US) still fails at its 0.2 s deadline.
+    const std::string name = unique_name();
+    const size_t bytes = Arena::bytes_needed(2, 4096);
+    const ccl::shm::WaitPolicy policy{4000, 200, std::chrono::seconds(10), true};
+    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 0.2, true, policy);
+    Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 0.2, false, policy);
+    a.segment().unlink();
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        ccl::shm::barrier(a, 4).run_blocking();
+        FAIL() << "barrier returned without its peer";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
 TEST(Arena, MismatchedCollectivesAreRefused) {
     auto arenas = make_arenas(2, 4096, 10);
     std::atomic<int> usage_errors{0};

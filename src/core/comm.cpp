@@ -428,13 +428,17 @@ const std::shared_ptr<const Schedule>& Communicator::schedule_for(const CollSign
 }
 
 void Communicator::note_failure(const Error& e, bool p2p) {
-    // A dead peer seen outside the arena's waits (a single-copy transfer) or a wait that timed
-    // out leaves the ranks out of step like a failed wait: make the peers see it too. So does a
-    // collective whose fabric message had another size than its receive: across nodes only the
-    // receiving rank sees such a disagreement (shared memory's own check fails the arena itself).
-    if (e.code() == CCL_ERROR_PEER_FAILURE || e.code() == CCL_ERROR_TIMEOUT ||
-        e.code() == CCL_ERROR_ABORTED || (e.code() == CCL_ERROR_INVALID_USAGE && fabric_ && !p2p))
-        arena_->mark_failed(e.code());
+    // A failure in the middle of a call leaves the ranks out of step like a failed wait: a dead
+    // peer seen outside the arena's waits, a wait that timed out, a copy the kernel refused (a
+    // single-copy transfer into or out of a bad buffer) or memory that could not be had. Make the
+    // peers see it at once rather than at their deadline. So does a collective whose fabric
+    // message had another size than its receive: across nodes only the receiving rank sees such a
+    // disagreement (shared memory's own check fails the arena itself).
+    const ccl_result_t code = e.code();
+    if (code == CCL_ERROR_PEER_FAILURE || code == CCL_ERROR_TIMEOUT || code == CCL_ERROR_ABORTED ||
+        code == CCL_ERROR_SYSTEM || code == CCL_ERROR_OUT_OF_MEMORY ||
+        (code == CCL_ERROR_INVALID_USAGE && fabric_ && !p2p))
+        arena_->mark_failed(code);
     // A failed wait leaves the ranks out of step: nothing more can run on this communicator.
     if (!arena_->failed()) return;
     // The other nodes' ranks learn it at once; nothing more moves over the fabric: its waits

@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -84,10 +85,14 @@ void WorkerPool::run(Worker& w, bool crowded) {
     constexpr auto kTick = std::chrono::microseconds(100);
     constexpr auto kLinger = std::chrono::milliseconds(20);
     pthread_setname_np(pthread_self(), "ccl-worker");
-    // Waiting for peers: poll (spin) while that is cheap, then yield, then nap on a flag.
+    // Waiting for peers: poll (spin) while that is cheap, then yield, then nap on a flag. With
+    // a core each, keep yielding for CCL_POLL_TIME_US as the ranks' own waits do (shm/wait.h: a
+    // napping thread idles its virtual cpu, whose wake-up can take milliseconds on a busy host).
     const auto spin_for =
         crowded ? clock::duration::zero() : clock::duration(std::chrono::microseconds(50));
-    const auto yield_for = std::chrono::microseconds(200);
+    const auto yield_for = crowded ? std::chrono::microseconds(200)
+                                   : std::max(std::chrono::microseconds(200),
+                                              std::chrono::microseconds(config().poll_time_us));
     // Per communicator, its executions in issue order; only the first of each runs.
     std::map<uint64_t, std::deque<std::shared_ptr<Execution>>> queues;
     clock::time_point idle_since{};  // when the passes that finish nothing began

@@ -1,8 +1,13 @@
-// One rank calls a different collective, count, datatype, reduction or root than its peers: every
-// rank gets an error (never a result computed from mismatched data), promptly (well before
-// CCL_TIMEOUT), and the communicator is broken on every rank. Each case runs on a communicator of
-// its own.
+// One rank calls a different collective, count, datatype, reduction or root than its peers, or
+// hands over a buffer the kernel cannot copy into: every rank gets an error (never a result
+// computed from mismatched data), promptly (well before CCL_TIMEOUT), and the communicator is
+// broken on every rank. Each case runs on a communicator of its own.
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -138,6 +143,65 @@ TEST(Mismatch, ReductionAndRoot) {
                             {"broadcast", 1000, CCL_FLOAT32, CCL_SUM, 1}, "root", false);
     expect_error_everywhere({"reduce", 1000, CCL_FLOAT32, CCL_SUM, 0},
                             {"reduce", 1000, CCL_FLOAT32, CCL_SUM, 1}, "reduce root", false);
+}
+
+// Whether this rank can read the next rank's memory with process_vm_readv (what single copy
+// needs: ptrace rules and seccomp may forbid it), agreed by all ranks.
+bool single_copy_works() {
+    const int64_t word = 42;
+    int64_t mine[2] = {::getpid(), int64_t(reinterpret_cast<intptr_t>(&word))};
+    std::vector<int64_t> all(2 * size_t(g_size));
+    if (ccl_allgather(mine, all.data(), 2, CCL_INT64, g_comm, nullptr, nullptr) != CCL_SUCCESS)
+        return false;
+    const size_t next = size_t((g_rank + 1) % g_size);
+    int64_t got = 0;
+    iovec l{&got, sizeof(got)},
+        r{reinterpret_cast<void*>(intptr_t(all[2 * next + 1])), sizeof(got)};
+    int32_t ok =
+                ::process_vm_readv(pid_t(all[2 * next]), &l, 1, &r, 1, 0) == ssize_t(sizeof(got)) &&
+                got == 42,
+            every = 0;
+    return ccl_allreduce(&ok, &every, 1, CCL_INT32, CCL_MIN, g_comm, nullptr, nullptr) ==
+               CCL_SUCCESS &&
+           every == 1;
+}
+
+// The last rank's receive buffer of an allgather has a page without access where rank 0's block
+// goes. Blocks of 1 MiB go single copy wherever it works (the probed block size is at most
+// 512 KiB), so the kernel copies rank 0's block straight into that page and refuses: that rank
+// fails with CCL_ERROR_SYSTEM naming the transfer, and its peers, which wait for it to finish
+// reading their buffers, learn it at once instead of at CCL_TIMEOUT.
+TEST(Misuse, BufferTheKernelCannotFill) {
+    if (g_size < 2) GTEST_SKIP() << "needs two ranks";
+    if (std::getenv("CCL_SINGLE_COPY") || std::getenv("CCL_CMA_MIN"))
+        GTEST_SKIP() << "needs the default single-copy settings";
+    if (!single_copy_works()) GTEST_SKIP() << "single copy is not allowed here";
+    constexpr size_t kBlock = size_t(1) << 20;
+    const bool bad = g_rank == g_size - 1;
+    std::vector<char> send(kBlock, char(g_rank + 1));
+    const size_t bytes = kBlock * size_t(g_size);
+    void* recv = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(recv, MAP_FAILED);
+    if (bad) {
+        ASSERT_EQ(::mprotect(recv, kBlock, PROT_NONE), 0);
+    }
+    ccl_comm_t c = nullptr;
+    CCL_OK(ccl_comm_create_from_env(&c));
+    auto t = Clock::now();
+    ccl_result_t r = ccl_allgather(send.data(), recv, kBlock, CCL_INT8, c, nullptr, nullptr);
+    double took = std::chrono::duration<double>(Clock::now() - t).count();
+    if (bad) {
+        EXPECT_EQ(r, CCL_ERROR_SYSTEM) << ccl_last_error();
+        EXPECT_NE(std::string(ccl_last_error()).find("process_vm_readv"), std::string::npos)
+            << ccl_last_error();
+    } else {
+        EXPECT_NE(r, CCL_SUCCESS) << "rank " << g_rank << " finished an allgather its peer failed";
+    }
+    EXPECT_LT(took, 5.0) << "rank " << g_rank << " learned of the failure at its deadline";
+    EXPECT_NE(ccl_barrier(c, nullptr), CCL_SUCCESS);
+    CCL_OK(ccl_comm_destroy(c));
+    ::munmap(recv, bytes);
+    expect_comm_still_works();
 }
 
 }  // namespace

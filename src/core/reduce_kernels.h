@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "ccl/ccl.h"
 
@@ -82,13 +83,15 @@ struct IntKernel {
     static constexpr size_t kLanes = kVecBytes / sizeof(A);
     static constexpr size_t kInBytes = kLanes * sizeof(S);
 
+    using Bits = Vec<uint64_t, kInBytes>;  // a vector's input bytes (see load_tail)
+    static V make(Bits b) { return (V)b; }
     static V load(const unsigned char* p) {
         V v;
         __builtin_memcpy(&v, p, sizeof v);
         return v;
     }
     static V op(V a, V b) { return apply<Op>(a, b); }
-    static void store(unsigned char* p, V v, int div) {
+    static Bits bits(V v, int div) {  // what store() writes
         if constexpr (Op == CCL_AVG) {
             // No vector integer division on x86; integer AVG is rare, so divide lane by lane.
             for (size_t i = 0; i < kLanes; ++i) {
@@ -101,7 +104,11 @@ struct IntKernel {
                 }
             }
         }
-        __builtin_memcpy(p, &v, sizeof v);
+        return (Bits)v;
+    }
+    static void store(unsigned char* p, V v, int div) {
+        const Bits b = bits(v, div);
+        __builtin_memcpy(p, &b, sizeof b);
     }
 };
 
@@ -113,15 +120,21 @@ struct FloatKernel {
     static constexpr size_t kLanes = kVecBytes / sizeof(A);
     static constexpr size_t kInBytes = kLanes * sizeof(S);
 
+    using Bits = Vec<uint64_t, kInBytes>;  // a vector's input bytes (see load_tail)
+    static V make(Bits b) { return (V)b; }
     static V load(const unsigned char* p) {
         V v;
         __builtin_memcpy(&v, p, sizeof v);
         return v;
     }
     static V op(V a, V b) { return apply<Op>(a, b); }
-    static void store(unsigned char* p, V v, int div) {
+    static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) v = v / A(div);
-        __builtin_memcpy(p, &v, sizeof v);
+        return (Bits)v;
+    }
+    static void store(unsigned char* p, V v, int div) {
+        const Bits b = bits(v, div);
+        __builtin_memcpy(p, &b, sizeof b);
     }
 };
 
@@ -181,16 +194,21 @@ struct Fp16Kernel {
     static constexpr size_t kLanes = kHalfLanes;
     static constexpr size_t kInBytes = kLanes * 2;
 
+    using Bits = Vec<uint64_t, kInBytes>;
+    static V make(Bits b) { return fp16_to_float((VH)b); }
     static V load(const unsigned char* p) {
         VH h;
         __builtin_memcpy(&h, p, sizeof h);
         return fp16_to_float(h);
     }
     static V op(V a, V b) { return apply<Op>(a, b); }
-    static void store(unsigned char* p, V v, int div) {
+    static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) v = v / float(div);
-        VH h = float_to_fp16(v);
-        __builtin_memcpy(p, &h, sizeof h);
+        return (Bits)float_to_fp16(v);
+    }
+    static void store(unsigned char* p, V v, int div) {
+        const Bits b = bits(v, div);
+        __builtin_memcpy(p, &b, sizeof b);
     }
 };
 
@@ -206,19 +224,27 @@ struct Bf16Kernel {
     static constexpr size_t kLanes = kVecBytes / 2;
     static constexpr size_t kInBytes = kVecBytes;
 
+    using Bits = Vec<uint64_t, kInBytes>;
+    static V make(Bits b) {
+        VU32 x = (VU32)b;
+        return {(VF)(x << 16), (VF)(x & 0xffff0000u)};
+    }
     static V load(const unsigned char* p) {
         VU32 x;
         __builtin_memcpy(&x, p, sizeof x);
         return {(VF)(x << 16), (VF)(x & 0xffff0000u)};
     }
     static V op(V a, V b) { return {apply<Op>(a.even, b.even), apply<Op>(a.odd, b.odd)}; }
-    static void store(unsigned char* p, V v, int div) {
+    static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) {
             v.even = v.even / float(div);
             v.odd = v.odd / float(div);
         }
-        VU32 x = (bf16_round(v.even) >> 16) | (bf16_round(v.odd) & 0xffff0000u);
-        __builtin_memcpy(p, &x, sizeof x);
+        return (Bits)((bf16_round(v.even) >> 16) | (bf16_round(v.odd) & 0xffff0000u));
+    }
+    static void store(unsigned char* p, V v, int div) {
+        const Bits b = bits(v, div);
+        __builtin_memcpy(p, &b, sizeof b);
     }
 };
 
@@ -273,12 +299,46 @@ inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* s
     }
 }
 
-// A copy of less than a vector, inline (a call to memcpy cost more than the reduction of a small
-// message's few elements).
-inline void copy_small(unsigned char* to, const unsigned char* from, size_t bytes) {
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) __builtin_memcpy(to + i, from + i, 8);
-    for (; i < bytes; ++i) to[i] = from[i];
+// Word `w` of the `bytes` at p, zero past the end, read without touching bytes past it.
+inline uint64_t tail_word(const unsigned char* p, size_t bytes, size_t w) {
+    if (w * 8 >= bytes) return 0;
+    uint64_t x = 0;
+    if (bytes - w * 8 >= 8) {
+        __builtin_memcpy(&x, p + w * 8, 8);
+    } else {
+        for (size_t j = 0; j < bytes - w * 8; ++j) x |= uint64_t(p[w * 8 + j]) << (8 * j);
+    }
+    return x;
+}
+
+template <class K, size_t... W>
+inline typename K::V load_tail(const unsigned char* p, size_t bytes, std::index_sequence<W...>) {
+    return K::make(typename K::Bits{tail_word(p, bytes, W)...});
+}
+
+// Less than a vector of input, zero-padded, assembled in registers. Staged through a buffer on
+// the stack, the vector load would find its bytes in several smaller stores, which the cpu cannot
+// forward: the load then waits until those stores reach the cache, and with them every older
+// store, some of which wait for a cache line a peer holds (the flags a rank just published). On
+// the path of every small reduction that cost a cross-core miss (2 ranks, reduce of 8 B).
+template <class K>
+inline typename K::V load_tail(const unsigned char* p, size_t bytes) {
+    return load_tail<K>(p, bytes, std::make_index_sequence<K::kInBytes / 8>{});
+}
+
+// Writes the first `bytes` of b to p, word by word from registers.
+inline void store_tail_word(unsigned char* p, size_t bytes, size_t w, uint64_t x) {
+    if (w * 8 >= bytes) return;
+    if (bytes - w * 8 >= 8) {
+        __builtin_memcpy(p + w * 8, &x, 8);
+    } else {
+        for (size_t j = 0; j < bytes - w * 8; ++j) p[w * 8 + j] = (unsigned char)(x >> (8 * j));
+    }
+}
+
+template <class Bits, size_t... W>
+inline void store_tail(unsigned char* p, size_t bytes, Bits b, std::index_sequence<W...>) {
+    (store_tail_word(p, bytes, W, b[W]), ...);
 }
 
 template <class K>
@@ -311,15 +371,9 @@ void run(unsigned char* out, const unsigned char* const* src, int nsrc, size_t c
     if (rem > 0) {
         const size_t off = nvec * step;
         const size_t bytes = rem * (step / K::kLanes);
-        alignas(64) unsigned char buf[step] = {};
-        copy_small(buf, src[0] + off, bytes);
-        V v = K::load(buf);
-        for (int s = 1; s < nsrc; ++s) {
-            copy_small(buf, src[s] + off, bytes);
-            v = K::op(v, K::load(buf));
-        }
-        K::store(buf, v, div);
-        copy_small(out + off, buf, bytes);
+        V v = load_tail<K>(src[0] + off, bytes);
+        for (int s = 1; s < nsrc; ++s) v = K::op(v, load_tail<K>(src[s] + off, bytes));
+        store_tail(out + off, bytes, K::bits(v, div), std::make_index_sequence<K::kInBytes / 8>{});
     }
 }
 

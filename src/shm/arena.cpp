@@ -22,7 +22,7 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(50);  // bounds every futex
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 // Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1);
 // the last kNearSigs also beside the flag, in its cache line, which a peer reads anyway.
-constexpr int kSigs = 64, kNearSigs = 14;
+constexpr int kSigs = 64, kNearSigs = 15;
 static_assert(kSigs >= Arena::kLanes);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -44,9 +44,12 @@ struct Arena::Header {
 // Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.
 struct alignas(128) Arena::Flag {
     std::atomic<uint32_t> seq;                     // 2e-1: ready in round e, 2e: done with round e
-    std::atomic<uint32_t> waiters;                 // peers sleeping on seq's futex
     std::atomic<uint32_t> near[kNearSigs];         // the signature of round e at [e % kNearSigs]
     alignas(64) std::atomic<uint32_t> sig[kSigs];  // and at [e % kSigs]
+    // Peers sleeping on seq's futex (or on this rank's eager slots). On a line of its own: every
+    // publish loads it right after storing seq, and while a peer polls seq that store waits for
+    // the line to come back, which a load from the same line would wait for too.
+    alignas(64) std::atomic<uint32_t> waiters;
 };
 
 size_t Arena::header_bytes(int nranks) {
@@ -180,7 +183,7 @@ Arena::Word Arena::flag_word(int r) const {
     return {&f.seq, &f.waiters, r};
 }
 
-void Arena::publish(Word w, uint32_t value) {
+void Arena::publish(const Word& w, uint32_t value) {
     // Store then load, ordered: either a sleeper sees the new value before sleeping, or we see it
     // registered and wake it (the futex itself rechecks the value atomically). The order costs a
     // full fence here, or, with asymmetric fences, the sleeper's heavy_fence (shm/wait.h).
@@ -248,7 +251,7 @@ Arena::Flags Arena::all_ready() {
     return Flags(*this, 0, nranks_ - 1, uint32_t(2 * round_ - 1), round_ - 1);
 }
 
-bool Arena::test_word(Word w, uint32_t target, WaitClock& clock) {
+bool Arena::test_word(const Word& w, uint32_t target, WaitClock& clock) {
     check_aborted();  // before the value: an aborted call stops even if its peers go on
     if (reached(w.value->load(std::memory_order_acquire), target)) return true;
     if (any_failure()) {

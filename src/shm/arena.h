@@ -135,8 +135,11 @@ public:
     };
     class Watch;
     Watch watch(Word word, uint32_t target);  // co_await: word.value reaches target
-    // Advances a word this rank owns and wakes its sleepers.
-    static void publish(Word word, uint32_t value);
+    // Advances a word this rank owns and wakes its sleepers. The word by reference: passed by
+    // value it went through the stack as three small stores read back by one wide load, which
+    // the cpu cannot forward, so the call waited for every older store to reach the cache, the
+    // eager data among them, whose line the reader was polling (a cross-core miss per call).
+    static void publish(const Word& word, uint32_t value);
 
 private:
     struct Header;
@@ -166,7 +169,7 @@ private:
     Word flag_word(int r) const;
     // Whether the word reached `target`; throws ccl::Error when the wait must stop (deadline, its
     // owner dead, the arena failed).
-    bool test_word(Word w, uint32_t target, WaitClock& clock);
+    bool test_word(const Word& w, uint32_t target, WaitClock& clock);
     bool test_flag(int r, uint32_t target, WaitClock& clock);  // test_word + signature check
     // Blocks until the word reaches `target` (spin, yield, futex) or test_word throws.
     void block_word(Word w, uint32_t target, WaitClock& clock, bool is_flag);

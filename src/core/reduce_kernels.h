@@ -300,7 +300,7 @@ inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* s
 }
 
 // Word `w` of the `bytes` at p, zero past the end, read without touching bytes past it.
-inline uint64_t tail_word(const unsigned char* p, size_t bytes, size_t w) {
+[[gnu::always_inline]] inline uint64_t tail_word(const unsigned char* p, size_t bytes, size_t w) {
     if (w * 8 >= bytes) return 0;
     uint64_t x = 0;
     if (bytes - w * 8 >= 8) {
@@ -312,22 +312,27 @@ inline uint64_t tail_word(const unsigned char* p, size_t bytes, size_t w) {
 }
 
 template <class K, size_t... W>
-inline typename K::V load_tail(const unsigned char* p, size_t bytes, std::index_sequence<W...>) {
+[[gnu::always_inline]] inline typename K::V load_tail(const unsigned char* p, size_t bytes,
+                                                      std::index_sequence<W...>) {
     return K::make(typename K::Bits{tail_word(p, bytes, W)...});
 }
 
-// Less than a vector of input, zero-padded, assembled in registers. Staged through a buffer on
-// the stack, the vector load would find its bytes in several smaller stores, which the cpu cannot
-// forward: the load then waits until those stores reach the cache, and with them every older
-// store, some of which wait for a cache line a peer holds (the flags a rank just published). On
-// the path of every small reduction that cost a cross-core miss (2 ranks, reduce of 8 B).
+// Less than a vector of input, zero-padded, assembled in registers (always inline: a vector
+// argument or result of a call that is not inlined left the upper halves of the registers dirty
+// on return, without vzeroupper, which slows every later SSE instruction on Intel cpus). Staged
+// through a buffer on the stack, the vector load would find its bytes in several smaller stores,
+// which the cpu cannot forward: the load then waits until those stores reach the cache, and with
+// them every older store, some of which wait for a cache line a peer holds (the flags a rank just
+// published). On the path of every small reduction that cost a cross-core miss (2 ranks, reduce of
+// 8 B).
 template <class K>
-inline typename K::V load_tail(const unsigned char* p, size_t bytes) {
+[[gnu::always_inline]] inline typename K::V load_tail(const unsigned char* p, size_t bytes) {
     return load_tail<K>(p, bytes, std::make_index_sequence<K::kInBytes / 8>{});
 }
 
 // Writes the first `bytes` of b to p, word by word from registers.
-inline void store_tail_word(unsigned char* p, size_t bytes, size_t w, uint64_t x) {
+[[gnu::always_inline]] inline void store_tail_word(unsigned char* p, size_t bytes, size_t w,
+                                                   uint64_t x) {
     if (w * 8 >= bytes) return;
     if (bytes - w * 8 >= 8) {
         __builtin_memcpy(p + w * 8, &x, 8);
@@ -337,7 +342,8 @@ inline void store_tail_word(unsigned char* p, size_t bytes, size_t w, uint64_t x
 }
 
 template <class Bits, size_t... W>
-inline void store_tail(unsigned char* p, size_t bytes, Bits b, std::index_sequence<W...>) {
+[[gnu::always_inline]] inline void store_tail(unsigned char* p, size_t bytes, Bits b,
+                                              std::index_sequence<W...>) {
     (store_tail_word(p, bytes, W, b[W]), ...);
 }
 

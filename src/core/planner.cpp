@@ -191,14 +191,20 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
             size_t block = sig.coll == CollType::allgather ? bytes : bytes / size_t(comm.size());
             const bool cma = block >= comm.cma_min();
+            const uint32_t digest = sig.digest(cma ? kAllgatherCma : kAllgather);
+            const bool eager = !equal.empty() && block <= shm::Arena::kEagerBytes;
             s.steps.push_back(
                 {cma ? "shm/allgatherv_cma" : "shm/allgatherv",
-                 [&arena, dtype = sig.dtype, equal = std::move(equal),
-                  run = cma ? shm::allgatherv_cma : shm::allgatherv,
-                  digest = sig.digest(cma ? kAllgatherCma : kAllgather)](const Buffers& b) {
+                 [&arena, dtype = sig.dtype, equal,
+                  run = cma ? shm::allgatherv_cma : shm::allgatherv, digest](const Buffers& b) {
                      return run(arena, digest, b.send, b.recv, equal.empty() ? b.counts : equal,
                                 dtype);
                  }});
+            if (eager)  // allgatherv decides per call (its counts come with it), in the coroutine
+                s.steps.back().run = [&arena, dtype = sig.dtype, equal = std::move(equal),
+                                      digest](const Buffers& b) {
+                    shm::allgatherv_eager(arena, digest, b.send, b.recv, equal, dtype);
+                };
             break;
         }
         case CollType::reduce_scatter:

@@ -9,6 +9,29 @@
 
 namespace ccl::shm {
 
+void allgatherv_eager(Arena& arena, uint32_t sig, const void* send, void* recv,
+                      const std::vector<size_t>& counts, ccl_datatype_t dtype) {
+    const int n = arena.nranks(), me = arena.rank();
+    const size_t esize = dtype_size(dtype);
+    char* out = static_cast<char*>(recv);
+    arena.begin_round(sig, *std::max_element(counts.begin(), counts.end()) * esize);
+    wait_now(arena.buffer_free());
+    arena.publish_eager(send, counts[size_t(me)] * esize);
+    arena.prefetch_eager();
+    size_t off = 0;
+    for (int r = 0; r < n; ++r) {
+        const size_t bytes = counts[size_t(r)] * esize;
+        if (r != me) {
+            wait_now(arena.eager_ready(r));
+            std::memcpy(out + off, arena.peer_eager(r), bytes);
+        } else if (send != out + off) {
+            std::memcpy(out + off, send, bytes);
+        }
+        off += bytes;
+    }
+    arena.done();
+}
+
 Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
                 const std::vector<size_t>& counts, ccl_datatype_t dtype) {
     const int n = arena.nranks(), me = arena.rank();
@@ -18,6 +41,23 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
     char* out = static_cast<char*>(recv);
     const char* mine = static_cast<const char*>(send);
     const size_t my_bytes = offset[size_t(me) + 1] - offset[size_t(me)];
+    if (largest > 0 && largest <= Arena::kEagerBytes) {  // as allgatherv_eager
+        arena.begin_round(sig, largest);
+        co_await arena.buffer_free();
+        arena.publish_eager(send, my_bytes);
+        arena.prefetch_eager();
+        for (int r = 0; r < n; ++r) {
+            const size_t at = offset[size_t(r)], bytes = offset[size_t(r) + 1] - at;
+            if (r != me) {
+                co_await arena.eager_ready(r);
+                std::memcpy(out + at, arena.peer_eager(r), bytes);
+            } else if (mine != out + at) {
+                std::memcpy(out + at, mine, bytes);
+            }
+        }
+        arena.done();
+        co_return;
+    }
     const bool stream = offset.back() >= kStreamMinBytes;
     if (mine != out + offset[size_t(me)]) std::memcpy(out + offset[size_t(me)], mine, my_bytes);
     for (size_t off = 0; off < largest; off += piece) {

@@ -96,16 +96,20 @@ Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t
 
 // The blocking forms of the small cases (Step::run): the same rounds as the coroutines above, as
 // plain functions that block in their waits, so that a blocking call makes no coroutine frame.
-// broadcast, reduce_direct and allreduce_direct of 1 to Arena::kEagerBytes bytes, and barrier.
+// broadcast, reduce_direct and allreduce_direct of 1 to Arena::kEagerBytes bytes, allgather(v)
+// whose largest block is that small, and barrier.
 void broadcast_eager(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
 void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root);
 void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                      ccl_datatype_t dtype, ccl_reduction_t op);
+void allgatherv_eager(Arena& arena, uint32_t sig, const void* send, void* recv,
+                      const std::vector<size_t>& counts, ccl_datatype_t dtype);
 void barrier_now(Arena& arena, uint32_t sig);
 
 // Rank r contributes counts[r] elements; recv gets every block, packed in rank order. Per round
-// every rank copies up to a buffer of its block in and every peer's piece out.
+// every rank copies up to a buffer of its block in and every peer's piece out; where the largest
+// block fits an eager slot, one eager round (each rank's block crosses with the news of it).
 Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
                 const std::vector<size_t>& counts, ccl_datatype_t dtype);
 

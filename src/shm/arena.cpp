@@ -77,7 +77,7 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),
       eager_offset_(lanes_offset_ + round_up(size_t(nranks) * kLanes * kLaneBytes, kPage)) {
     static_assert(sizeof(Flag) % 128 == 0);
-    static_assert(sizeof(EagerSlot) == 256);
+    static_assert(sizeof(EagerSlot) == 384);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
         throw Error(CCL_ERROR_INTERNAL,
                     "shared-memory arena " + seg_.name() + " has the wrong size");

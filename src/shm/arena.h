@@ -18,7 +18,7 @@
 // often as with 16 (broadcast of 8 B, 4 and 8 ranks on 2 cores: 1.0 -> 0.33 and 3.5 -> 1.1 us).
 //
 // A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
-// it in an eager slot: the round and the signature, then the data, in up to four cache lines that
+// it in an eager slot: the round and the signature, then the data, in up to six cache lines that
 // the readers wait on, so that the data crosses between the cores with the news of it (one cache
 // miss where the flag and then the lane cost two: the first line carries the round and 56 bytes,
 // and a reader pulls the slot's further lines while it polls the first, so their misses overlap).
@@ -49,7 +49,7 @@ public:
 
     static constexpr int kLanes = 64;
     static constexpr size_t kLaneBytes = 8192;
-    static constexpr size_t kEagerBytes = 248;  // an eager slot's data: 4 lines less a header
+    static constexpr size_t kEagerBytes = 376;  // an eager slot's data: 6 lines less a header
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).

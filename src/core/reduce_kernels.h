@@ -83,15 +83,10 @@ struct IntKernel {
     static constexpr size_t kLanes = kVecBytes / sizeof(A);
     static constexpr size_t kInBytes = kLanes * sizeof(S);
 
-    using Bits = Vec<uint64_t, kInBytes>;  // a vector's input bytes (see load_tail)
+    using Bits = Vec<uint64_t, kInBytes>;
     static V make(Bits b) { return (V)b; }
-    static V load(const unsigned char* p) {
-        V v;
-        __builtin_memcpy(&v, p, sizeof v);
-        return v;
-    }
     static V op(V a, V b) { return apply<Op>(a, b); }
-    static Bits bits(V v, int div) {  // what store() writes
+    static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) {
             // No vector integer division on x86; integer AVG is rare, so divide lane by lane.
             for (size_t i = 0; i < kLanes; ++i) {
@@ -106,10 +101,6 @@ struct IntKernel {
         }
         return (Bits)v;
     }
-    static void store(unsigned char* p, V v, int div) {
-        const Bits b = bits(v, div);
-        __builtin_memcpy(p, &b, sizeof b);
-    }
 };
 
 // float32 / float64: accumulate in the type itself; AVG divides (no reciprocal).
@@ -120,21 +111,12 @@ struct FloatKernel {
     static constexpr size_t kLanes = kVecBytes / sizeof(A);
     static constexpr size_t kInBytes = kLanes * sizeof(S);
 
-    using Bits = Vec<uint64_t, kInBytes>;  // a vector's input bytes (see load_tail)
+    using Bits = Vec<uint64_t, kInBytes>;
     static V make(Bits b) { return (V)b; }
-    static V load(const unsigned char* p) {
-        V v;
-        __builtin_memcpy(&v, p, sizeof v);
-        return v;
-    }
     static V op(V a, V b) { return apply<Op>(a, b); }
     static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) v = v / A(div);
         return (Bits)v;
-    }
-    static void store(unsigned char* p, V v, int div) {
-        const Bits b = bits(v, div);
-        __builtin_memcpy(p, &b, sizeof b);
     }
 };
 
@@ -196,19 +178,10 @@ struct Fp16Kernel {
 
     using Bits = Vec<uint64_t, kInBytes>;
     static V make(Bits b) { return fp16_to_float((VH)b); }
-    static V load(const unsigned char* p) {
-        VH h;
-        __builtin_memcpy(&h, p, sizeof h);
-        return fp16_to_float(h);
-    }
     static V op(V a, V b) { return apply<Op>(a, b); }
     static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) v = v / float(div);
         return (Bits)float_to_fp16(v);
-    }
-    static void store(unsigned char* p, V v, int div) {
-        const Bits b = bits(v, div);
-        __builtin_memcpy(p, &b, sizeof b);
     }
 };
 
@@ -229,11 +202,6 @@ struct Bf16Kernel {
         VU32 x = (VU32)b;
         return {(VF)(x << 16), (VF)(x & 0xffff0000u)};
     }
-    static V load(const unsigned char* p) {
-        VU32 x;
-        __builtin_memcpy(&x, p, sizeof x);
-        return {(VF)(x << 16), (VF)(x & 0xffff0000u)};
-    }
     static V op(V a, V b) { return {apply<Op>(a.even, b.even), apply<Op>(a.odd, b.odd)}; }
     static Bits bits(V v, int div) {
         if constexpr (Op == CCL_AVG) {
@@ -242,11 +210,22 @@ struct Bf16Kernel {
         }
         return (Bits)((bf16_round(v.even) >> 16) | (bf16_round(v.odd) & 0xffff0000u));
     }
-    static void store(unsigned char* p, V v, int div) {
-        const Bits b = bits(v, div);
-        __builtin_memcpy(p, &b, sizeof b);
-    }
 };
+
+// Every kernel K sees a vector's input as Bits, its kInBytes raw bytes: K::make converts them to
+// the vector it computes on, K::bits converts a result back (with AVG's divide). Loads and stores
+// are the same for all of them (always inline, as load_tail below says why).
+template <class K>
+[[gnu::always_inline]] inline typename K::V load(const unsigned char* p) {
+    typename K::Bits b;
+    __builtin_memcpy(&b, p, sizeof b);
+    return K::make(b);
+}
+template <class K>
+[[gnu::always_inline]] inline void store(unsigned char* p, typename K::V v, int div) {
+    const typename K::Bits b = K::bits(v, div);
+    __builtin_memcpy(p, &b, sizeof b);
+}
 
 // One sweep over nvec vectors: v = (acc or src[0]) op src[..] ... (N sources in all), then into
 // acc or out. Each vector reads all its inputs before it is written, so out may be a source.
@@ -265,19 +244,19 @@ inline void pass(typename K::V* acc, const unsigned char* const* src, size_t off
         if constexpr (kFromAcc) {
             v = acc[j];
         } else {
-            v = K::load(p[0] + o);
+            v = load<K>(p[0] + o);
         }
         // Unrolled by hand: GCC -O2 does not always peel a constant-trip loop.
-        if constexpr (k0 + 0 < N) v = K::op(v, K::load(p[k0 + 0] + o));
-        if constexpr (k0 + 1 < N) v = K::op(v, K::load(p[k0 + 1] + o));
-        if constexpr (k0 + 2 < N) v = K::op(v, K::load(p[k0 + 2] + o));
-        if constexpr (k0 + 3 < N) v = K::op(v, K::load(p[k0 + 3] + o));
-        if constexpr (k0 + 4 < N) v = K::op(v, K::load(p[k0 + 4] + o));
-        if constexpr (k0 + 5 < N) v = K::op(v, K::load(p[k0 + 5] + o));
-        if constexpr (k0 + 6 < N) v = K::op(v, K::load(p[k0 + 6] + o));
-        if constexpr (k0 + 7 < N) v = K::op(v, K::load(p[k0 + 7] + o));
+        if constexpr (k0 + 0 < N) v = K::op(v, load<K>(p[k0 + 0] + o));
+        if constexpr (k0 + 1 < N) v = K::op(v, load<K>(p[k0 + 1] + o));
+        if constexpr (k0 + 2 < N) v = K::op(v, load<K>(p[k0 + 2] + o));
+        if constexpr (k0 + 3 < N) v = K::op(v, load<K>(p[k0 + 3] + o));
+        if constexpr (k0 + 4 < N) v = K::op(v, load<K>(p[k0 + 4] + o));
+        if constexpr (k0 + 5 < N) v = K::op(v, load<K>(p[k0 + 5] + o));
+        if constexpr (k0 + 6 < N) v = K::op(v, load<K>(p[k0 + 6] + o));
+        if constexpr (k0 + 7 < N) v = K::op(v, load<K>(p[k0 + 7] + o));
         if constexpr (kToOut) {
-            K::store(out + o, v, div);
+            store<K>(out + o, v, div);
         } else {
             acc[j] = v;
         }

@@ -4,11 +4,14 @@
 
 #include <sched.h>
 
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccl/ccl.h"
@@ -59,84 +62,105 @@ private:
 // Live objects behind opaque handles. A handle is a slot of the table, the slot's generation (how
 // many objects it held before) and a type tag in its low bits, not a pointer: NULL, destroyed and
 // wrong-type handles are all detected (until a slot is reused 2^32 times). Slots are reused, so
-// adding and removing cost no allocation.
+// adding and removing cost no allocation, and never move (they live in chunks of 64, 128, 256 ...
+// slots), so that use() needs no lock.
 template <class T, uintptr_t Tag>
 class HandleTable {
 public:
+    HandleTable() = default;
+    HandleTable(const HandleTable&) = delete;
+    HandleTable& operator=(const HandleTable&) = delete;
+    ~HandleTable() {
+        for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+    }
+
     template <class H>
     H add(std::shared_ptr<T> object) {
         std::lock_guard<SpinLock> lock(mu_);
         uintptr_t i;
         if (free_.empty()) {
-            if (slots_.size() >= kMaxSlots)
-                throw Error(CCL_ERROR_OUT_OF_MEMORY, "too many live handles");
-            i = slots_.size();
-            slots_.emplace_back();
+            i = size_.load(std::memory_order_relaxed);
+            if (i >= kMaxSlots) throw Error(CCL_ERROR_OUT_OF_MEMORY, "too many live handles");
+            const auto [c, at] = place(i);
+            if (at == 0) chunks_[c].store(new Slot[kFirst << c], std::memory_order_release);
+            size_.store(i + 1, std::memory_order_release);
         } else {
             i = free_.back();
             free_.pop_back();
         }
-        slots_[i].object = std::move(object);
-        return reinterpret_cast<H>((slots_[i].gen << kGenShift) | (i << 4) | Tag);
+        Slot& s = at(i);
+        s.live.store(object.get(), std::memory_order_release);
+        s.object = std::move(object);
+        return reinterpret_cast<H>((s.gen.load(std::memory_order_relaxed) << kGenShift) | (i << 4) |
+                                   Tag);
     }
+    // A reference to the object, for the holder.
     std::shared_ptr<T> get(const void* handle, const char* what) {
         std::lock_guard<SpinLock> lock(mu_);
-        return slot(handle, what).object;
+        use(handle, what);  // validates it
+        return at(index(handle)).object;
     }
-    // The object, for a call that the threading rules let use it without holding a reference
-    // (only the calling thread may destroy it meanwhile, as for a communicator's calls). A
-    // per-thread memo of the last lookup, valid while nothing was removed since, saves the lock
-    // and the reference count on the path of every collective.
-    T& use(const void* handle, const char* what) {
-        static thread_local Memo memo;  // trivially destructible: no per-access TLS guard
-        const uint64_t removals = removals_.load(std::memory_order_acquire);
-        if (memo.handle == handle && memo.removals == removals && handle) return *memo.object;
-        std::shared_ptr<T> object = get(handle, what);
-        memo = {handle, object.get(), removals};
+    // The object, without a lock or a reference count, for a call that the threading rules let
+    // use it meanwhile: only the calling thread may remove it (ccl.h: a communicator, a request is
+    // used by one thread at a time). Adds and removes of other slots may run at the same time.
+    // This is the path of every call; a locked instruction here would also cost a full fence,
+    // which waits for this thread's last store to a line its peer polls (a cross-core round trip).
+    T& use(const void* handle, const char* what) const {
+        const auto h = reinterpret_cast<uintptr_t>(handle);
+        const uintptr_t i = index(handle);
+        T* object = nullptr;
+        if ((h & 15) == Tag && i < size_.load(std::memory_order_acquire)) {
+            const Slot& s = at(i);
+            object = s.live.load(std::memory_order_acquire);
+            if (s.gen.load(std::memory_order_relaxed) != h >> kGenShift) object = nullptr;
+        }
+        if (!object)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        handle ? std::string(what) + " handle is not valid (destroyed, or not a " +
+                                     what + ")"
+                               : std::string(what) + " handle is NULL");
         return *object;
     }
     std::shared_ptr<T> remove(const void* handle, const char* what) {
         std::lock_guard<SpinLock> lock(mu_);
-        Slot& s = slot(handle, what);
-        std::shared_ptr<T> object = std::move(s.object);
-        s.gen = (s.gen + 1) & kGenMask;
-        free_.push_back(size_t(&s - slots_.data()));
-        removals_.fetch_add(1, std::memory_order_acq_rel);  // before the object can go
-        return object;
+        use(handle, what);
+        const uintptr_t i = index(handle);
+        Slot& s = at(i);
+        s.live.store(nullptr, std::memory_order_release);
+        s.gen.store((s.gen.load(std::memory_order_relaxed) + 1) & kGenMask,
+                    std::memory_order_relaxed);
+        free_.push_back(i);
+        return std::move(s.object);
     }
 
 private:
-    static Error invalid(const void* handle, const char* what) {
-        return Error(
-            CCL_ERROR_INVALID_ARGUMENT,
-            handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
-                   : std::string(what) + " handle is NULL");
-    }
     static constexpr int kGenShift = int(sizeof(uintptr_t)) * 4;  // the high half: generation
     static constexpr uintptr_t kGenMask = (uintptr_t(1) << kGenShift) - 1;
     static constexpr uintptr_t kMaxSlots = uintptr_t(1) << (kGenShift - 4);
+    static constexpr uintptr_t kFirst = 64;  // slots in chunk 0; chunk c holds kFirst << c
+    static constexpr int kChunks = std::bit_width(kMaxSlots / kFirst);
     struct Slot {
-        std::shared_ptr<T> object;  // null while free
-        uintptr_t gen = 0;
+        std::atomic<T*> live{nullptr};  // the object, null while free: what use() reads
+        std::atomic<uintptr_t> gen{0};  // changed only while free
+        std::shared_ptr<T> object;      // mu_ held
     };
-    // The live slot `handle` names (mu_ held).
-    Slot& slot(const void* handle, const char* what) {
-        const auto h = reinterpret_cast<uintptr_t>(handle);
-        const uintptr_t i = (h & kGenMask) >> 4;
-        if ((h & 15) != Tag || i >= slots_.size() || slots_[i].gen != h >> kGenShift ||
-            !slots_[i].object)
-            throw invalid(handle, what);
-        return slots_[i];
+    static uintptr_t index(const void* handle) {
+        return (reinterpret_cast<uintptr_t>(handle) & kGenMask) >> 4;
     }
-    struct Memo {
-        const void* handle = nullptr;
-        T* object = nullptr;
-        uint64_t removals = 0;
-    };
-    SpinLock mu_;
-    std::atomic<uint64_t> removals_{0};
-    std::vector<Slot> slots_;
-    std::vector<uintptr_t> free_;  // slots to reuse, the last freed first
+    // Slot i's chunk and its place there: chunk c starts at slot kFirst * (2^c - 1).
+    static std::pair<int, uintptr_t> place(uintptr_t i) {
+        const int c = std::bit_width(i / kFirst + 1) - 1;
+        return {c, i - kFirst * ((uintptr_t(1) << c) - 1)};
+    }
+    Slot& at(uintptr_t i) const {  // i < size_
+        const auto [c, off] = place(i);
+        return chunks_[c].load(std::memory_order_acquire)[off];
+    }
+
+    SpinLock mu_;  // adds and removes
+    std::array<std::atomic<Slot*>, kChunks> chunks_{};
+    std::atomic<uintptr_t> size_{0};  // slots made
+    std::vector<uintptr_t> free_;     // slots to reuse, the last freed first (mu_ held)
 };
 
 // An output pointer argument must not be NULL.

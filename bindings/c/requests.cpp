@@ -26,18 +26,18 @@ extern "C" {
 
 ccl_result_t ccl_wait(ccl_request_t req) {
     return guarded(__func__, [&] {
-        auto r = request_table().get(req, "request");
-        r->wait();
-        report(*r);
+        Request& r = request_table().use(req, "request");  // one thread at a time (ccl.h)
+        r.wait();
+        report(r);
     });
 }
 
 ccl_result_t ccl_test(ccl_request_t req, int* done) {
     return guarded(__func__, [&] {
-        auto r = request_table().get(req, "request");
+        Request& r = request_table().use(req, "request");
         require_out(done, "done");
-        *done = r->test() ? 1 : 0;
-        if (*done) report(*r);
+        *done = r.test() ? 1 : 0;
+        if (*done) report(r);
     });
 }
 

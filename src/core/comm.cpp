@@ -161,6 +161,7 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
 Communicator::~Communicator() {
     // ccl_comm_destroy resolved it (wait_idle); this is for any other way of going away.
     if (deferred_) {
+        deferred_->exclude_owner();
         auto lock = deferred_->lock();
         if (deferred_->deferred()) {
             deferred_->undefer();
@@ -518,28 +519,24 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
     deferred_digest_ = last_recv_digest_;
     deferred_exec_.reset();
     deferred_ = make_pooled<Request>();
-    deferred_->defer(this);
+    // A message in flight arrives within a cache-line transfer or two: worth a few polls before
+    // paying for an execution (which then waits the usual way). Where the ranks share cores, the
+    // sender may need this one's core: yield it between the tries (as the waits do).
+    const shm::WaitPolicy& policy = arena_->policy();
+    deferred_->defer(this, policy.own_core ? 64 : policy.yields, !policy.own_core);
     *req = deferred_;
     return true;
 }
 
-void Communicator::resolve(Request& r, bool block) {
-    // A message in flight arrives within a cache-line transfer or two: poll a little before
-    // paying for an execution (which then waits the usual way), unless the ranks share cores
-    // (then the sender may need this one's core).
-    const int polls = arena_->policy().own_core ? 64 : 0;
+bool Communicator::try_complete(Request& r) {
     const size_t bytes = deferred_sig_.count * dtype_size(deferred_sig_.dtype);
-    for (int i = 0; !is_broken_.load(std::memory_order_acquire); ++i) {
-        if (mailbox_->try_recv(deferred_buf_, bytes, deferred_digest_, deferred_sig_.root)) {
-            r.undefer();
-            r.complete(CCL_SUCCESS);
-            if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
-            return;
-        }
-        if (!block || i == polls) break;
-        shm::cpu_relax();
-    }
-    materialize(r);
+    if (is_broken_.load(std::memory_order_acquire) ||
+        !mailbox_->try_recv(deferred_buf_, bytes, deferred_digest_, deferred_sig_.root))
+        return false;
+    r.undefer();
+    r.complete(CCL_SUCCESS);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
+    return true;
 }
 
 void Communicator::materialize(Request& r) {
@@ -617,6 +614,7 @@ void Communicator::unpark() {
     if (deferred_) [[unlikely]] {
         std::shared_ptr<Execution> exec;
         {
+            deferred_->exclude_owner();
             auto lock = deferred_->lock();
             if (deferred_->deferred()) materialize(*deferred_);
             exec = std::move(deferred_exec_);  // null if a wait or test took the message

@@ -175,8 +175,9 @@ private:
 
     // Hands a parked receive to the worker, and a deferred one too, made an execution first.
     void unpark();
-    void resolve(Request& r, bool block) override;  // the deferred receive, under r's lock
-    void materialize(Request& r);                   // the same, as an execution
+    // The deferred receive (see Deferral).
+    bool try_complete(Request& r) override;
+    void materialize(Request& r) override;
     // A deferred receive (recv_now): its request (user thread) and, guarded by that request's
     // lock until it is resolved, what resolving it needs and the execution it became, if any.
     std::shared_ptr<Request> deferred_;

@@ -16,8 +16,45 @@ void Request::complete(ccl_result_t code, std::string message) {
 }
 
 void Request::resolve(bool block) {
+    int tries = block ? tries_ : 0;
+    auto pause = [this] {
+        if (yield_)
+            sched_yield();
+        else
+            shm::cpu_relax();
+    };
+    if (pthread_equal(owner_, pthread_self())) {
+        // The thread that deferred it (usually the only one that ever looks at it) tries without
+        // the lock first: taking a lock is a full fence, which waits for this thread's last store
+        // to reach the cache, and that store is usually the news of a send, on a line the peer
+        // polls (a cross-core round trip per call). Another thread that undefers it excludes this
+        // one first (exclude_owner): a Dekker handshake, whose fence the other side pays.
+        owner_trying_.store(true, std::memory_order_relaxed);
+        shm::light_fence();
+        bool done = false;
+        if (!owner_excluded_.load(std::memory_order_relaxed) &&
+            deferred_.load(std::memory_order_relaxed))
+            for (int i = 0; !(done = deferral_->try_complete(*this)) && i < tries; ++i) pause();
+        owner_trying_.store(false, std::memory_order_release);
+        if (done) return;
+        tries = 0;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (deferral_) deferral_->resolve(*this, block);
+    if (!deferral_) return;
+    for (int i = 0; !deferral_->try_complete(*this); ++i) {
+        if (i >= tries) {
+            deferral_->materialize(*this);
+            return;
+        }
+        pause();
+    }
+}
+
+void Request::exclude_owner() {
+    if (pthread_equal(owner_, pthread_self())) return;  // then it is not trying now
+    owner_excluded_.store(true, std::memory_order_relaxed);
+    shm::heavy_fence();
+    while (owner_trying_.load(std::memory_order_acquire)) sched_yield();
 }
 
 void Request::wait() {

@@ -2,6 +2,8 @@
 // waits on when it must queue behind nonblocking work.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -20,9 +22,13 @@ class Request;
 // receive (Communicator::recv_now).
 class Deferral {
 public:
-    // With the request's lock held and the request still deferred to it: completes the request,
-    // or gives it an execution; either way undefers it. With `block`, it may first wait a little.
-    virtual void resolve(Request& r, bool block) = 0;
+    // Completes the request (and undefers it) if that can be done at once: its message has
+    // arrived. False: nothing happened. With the request's lock held, or without it on the thread
+    // that deferred it (Request::resolve).
+    virtual bool try_complete(Request& r) = 0;
+    // With the request's lock held and the request still deferred to it: gives it an execution
+    // and undefers it.
+    virtual void materialize(Request& r) = 0;
 
 protected:
     ~Deferral() = default;
@@ -32,12 +38,20 @@ class Request : public std::enable_shared_from_this<Request> {
 public:
     // The execution that completes this request, which wait() may drive itself.
     void set_execution(std::weak_ptr<Execution> e) { execution_ = std::move(e); }
-    // Until undefer(), wait() and test() first have `d` resolve this request, under lock().
-    // Called before the request is shared with other threads.
-    void defer(Deferral* d) {
+    // Until undefer(), wait() and test() first have `d` complete this request, else (wait(),
+    // after `tries` more tries, with a pause or, with `yield`, a sched_yield between them) make
+    // it an execution. Called by the thread that made the request, before it is shared with
+    // other threads.
+    void defer(Deferral* d, int tries, bool yield) {
         deferral_ = d;
+        tries_ = tries;
+        yield_ = yield;
+        owner_ = pthread_self();
         deferred_.store(true, std::memory_order_relaxed);
     }
+    // For the deferral, before it undefers the request on a thread that did not defer it: waits
+    // until the thread that did is out of its attempt without the lock, and keeps it out.
+    void exclude_owner();
     // By the deferral, with lock() held.
     void undefer() {
         deferral_ = nullptr;
@@ -62,7 +76,7 @@ public:
     void rethrow() const;
 
 private:
-    void resolve(bool block);  // has the deferral, if any, resolve this request
+    void resolve(bool block);  // has the deferral, if any, complete or materialize this request
 
     std::atomic<bool> done_{false};  // set last; sleepers wait on it (futex)
     ccl_result_t code_ = CCL_SUCCESS;
@@ -70,7 +84,12 @@ private:
     std::weak_ptr<Execution> execution_;  // set before it is shared, or under mu_ by resolve
     std::atomic<bool> deferred_{false};   // deferral_ is set: look under mu_
     std::mutex mu_;
-    Deferral* deferral_ = nullptr;  // guarded by mu_
+    Deferral* deferral_ = nullptr;  // guarded by mu_, but see resolve()
+    int tries_ = 0;
+    bool yield_ = false;
+    pthread_t owner_{};                        // the thread that deferred it
+    std::atomic<bool> owner_trying_{false};    // it tries without the lock (resolve)
+    std::atomic<bool> owner_excluded_{false};  // it may no longer (exclude_owner)
 };
 
 // The requests one execution completes (one, or a group's several).

@@ -187,12 +187,8 @@ void Arena::publish(const Word& w, uint32_t value) {
     // Store then load, ordered: either a sleeper sees the new value before sleeping, or we see it
     // registered and wake it (the futex itself rechecks the value atomically). The order costs a
     // full fence here, or, with asymmetric fences, the sleeper's heavy_fence (shm/wait.h).
-    if (asymmetric_fences()) {
-        w.value->store(value, std::memory_order_release);
-        std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
-    } else {
-        w.value->store(value, std::memory_order_seq_cst);
-    }
+    w.value->store(value, std::memory_order_release);
+    light_fence();
     if (w.waiters->load(std::memory_order_seq_cst) != 0) futex_wake_all(w.value);
 }
 

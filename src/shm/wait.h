@@ -45,6 +45,14 @@ inline bool asymmetric_fences() {
 }
 // The sleeper's side: after counting itself among the sleepers, before its last look.
 void heavy_fence();
+// The publisher's side: orders its store before its next load, for free where the other side
+// pays with heavy_fence, else with a full fence.
+inline void light_fence() {
+    if (asymmetric_fences())
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
+    else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 // Whether process `pid` still runs: false once it is gone or a zombie (dead, not yet reaped by its
 // parent: a launcher that is slow to reap must not hide a dead peer).

@@ -335,6 +335,53 @@ TEST(P2P, SmallReceiveWaitedOnAnotherThread) {
     }
 }
 
+// The other way round: the thread that posted the small receive waits on it (without the
+// request's lock, Request::resolve) while another thread takes over the communicator, whose first
+// call must make the receive an execution (issue order) and so first keep the waiting thread out
+// (Request::exclude_owner). Every third round the message comes late, so that the takeover
+// happens while the wait is still trying; every other round the new thread posts a second
+// receive from the same peer, which must get the second message.
+TEST(P2P, SmallReceiveWaitedWhileAnotherThreadTakesOver) {
+    for (int round = 0; round < 60; ++round) {
+        const bool late = round % 3 == 0, second = round % 2 == 0;
+        int64_t got = -1, got2 = -1;
+        ccl_request_t req = nullptr;
+        CCL_OK(ccl_recv(&got, 1, CCL_INT64, left(), g_comm, &req));
+        ccl_result_t took_over = CCL_ERROR_INTERNAL;
+        std::thread other([&] {  // uses the communicator from here on
+            took_over = [&] {
+                ccl_request_t req2 = nullptr;
+                if (second) {
+                    if (ccl_result_t r = ccl_recv(&got2, 1, CCL_INT64, left(), g_comm, &req2))
+                        return r;
+                }
+                if (late) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                const int64_t v = int64_t(g_rank) * 1000 + round, v2 = -v;
+                if (ccl_result_t r = ccl_send(&v, 1, CCL_INT64, right(), g_comm, nullptr)) return r;
+                if (second) {
+                    if (ccl_result_t r = ccl_send(&v2, 1, CCL_INT64, right(), g_comm, nullptr))
+                        return r;
+                    if (ccl_result_t r = ccl_wait(req2)) return r;
+                    if (ccl_result_t r = ccl_request_free(req2)) return r;
+                }
+                int32_t x = 1;
+                if (ccl_result_t r =
+                        ccl_allreduce(&x, &x, 1, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr))
+                    return r;
+                return x == g_size ? CCL_SUCCESS : CCL_ERROR_INTERNAL;
+            }();
+        });
+        EXPECT_EQ(ccl_wait(req), CCL_SUCCESS) << "round " << round << ": " << ccl_last_error();
+        CCL_OK(ccl_request_free(req));
+        other.join();
+        EXPECT_EQ(took_over, CCL_SUCCESS) << "round " << round;
+        EXPECT_EQ(got, int64_t(left()) * 1000 + round) << "round " << round;
+        if (second) {
+            EXPECT_EQ(got2, -(int64_t(left()) * 1000 + round)) << "round " << round;
+        }
+    }
+}
+
 // A small receive freed unwaited, then its communicator destroyed: the destruction completes it
 // first (its message was sent), so that nothing is left on the communicator.
 TEST(P2P, FreedSmallReceiveThenDestroy) {

@@ -601,7 +601,22 @@ void Communicator::start(std::shared_ptr<const Schedule> schedule, const Buffers
         parked_ = std::move(exec);
         return;
     }
-    workers().submit(id_, std::move(exec));
+    hand_to_worker(std::move(exec));
+}
+
+void Communicator::hand_to_worker(std::shared_ptr<Execution> exec) {
+    // The worker holds it weakly; this thread keeps it until it has finished and lets it go at a
+    // later call (release_finished). A nonblocking call is usually finished by its caller, and
+    // the worker, had it held the last reference, would free the execution, its requests and its
+    // frames on its own cpu, and drop a reference to the schedule this thread is reusing: their
+    // cache lines and the allocator's blocks then crossed to the worker's cpu and back at every
+    // call (16-core host, 2 ranks, 8 B allreduce waited on at once: 1.5-1.7 us, 0.9-1.1 without).
+    workers().submit(id_, exec);
+    inflight_.push_back(std::move(exec));
+}
+
+void Communicator::release_finished() {
+    while (!inflight_.empty() && inflight_.front()->finished()) inflight_.pop_front();
 }
 
 void Communicator::finished(Execution& e, ccl_result_t code, const std::string& message) {
@@ -626,14 +641,16 @@ void Communicator::unpark() {
         }
     }
     // Usually it has finished, waited on: then no worker needs waking.
-    if (parked_ && !parked_->finished()) workers().submit(id_, std::move(parked_));
+    if (parked_ && !parked_->finished()) hand_to_worker(std::move(parked_));
     parked_.reset();
+    release_finished();
 }
 
 void Communicator::wait_idle() {
     unpark();
     // Queued work finishes or fails within its own deadlines (CCL_TIMEOUT).
     for (size_t n; (n = pending_.load(std::memory_order_acquire)) != 0;) pending_.wait(n);
+    release_finished();
 }
 
 }  // namespace ccl

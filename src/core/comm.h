@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -189,6 +190,10 @@ private:
     // An execution this communicator started has finished: its requests complete.
     void finished(Execution& e, ccl_result_t code, const std::string& message) override;
 
+    // Queues an execution on the worker, which holds it weakly: inflight_ owns it.
+    void hand_to_worker(std::shared_ptr<Execution> exec);
+    void release_finished();  // lets go of the finished executions at the front of inflight_
+    std::deque<std::shared_ptr<Execution>> inflight_;  // handed to the worker (user thread only)
     std::shared_ptr<Execution> last_started_;  // the previous queued execution (user thread only)
     // A posted receive no worker has been given yet (user thread only; see start).
     std::shared_ptr<Execution> parked_;

@@ -67,7 +67,7 @@ WorkerPool::~WorkerPool() {
     for (auto& w : workers_) w->thread.join();
 }
 
-void WorkerPool::submit(uint64_t queue, std::shared_ptr<Execution> job) {
+void WorkerPool::submit(uint64_t queue, std::weak_ptr<Execution> job) {
     Worker& w = *workers_[queue % workers_.size()];
     {
         std::lock_guard<std::mutex> lock(w.mu);
@@ -94,7 +94,7 @@ void WorkerPool::run(Worker& w, bool crowded) {
                                    : std::max(std::chrono::microseconds(200),
                                               std::chrono::microseconds(config().poll_time_us));
     // Per communicator, its executions in issue order; only the first of each runs.
-    std::map<uint64_t, std::deque<std::shared_ptr<Execution>>> queues;
+    std::map<uint64_t, std::deque<std::weak_ptr<Execution>>> queues;
     clock::time_point idle_since{};  // when the passes that finish nothing began
     for (;;) {
         if (queues.empty() || w.has_incoming.load(std::memory_order_acquire)) {
@@ -119,7 +119,9 @@ void WorkerPool::run(Worker& w, bool crowded) {
         bool finished = false;
         for (auto it = queues.begin(); it != queues.end();) {
             auto& q = it->second;
-            while (!q.empty() && q.front()->progress()) {
+            // Gone: its owner let go of it, finished.
+            for (std::shared_ptr<Execution> e;
+                 !q.empty() && (!(e = q.front().lock()) || e->progress());) {
                 q.pop_front();
                 finished = true;
             }
@@ -138,8 +140,8 @@ void WorkerPool::run(Worker& w, bool crowded) {
         } else if (now - idle_since < spin_for + yield_for) {
             std::this_thread::yield();
         } else {
-            queues.begin()->second.front()->nap(
-                std::chrono::microseconds(queues.size() > 1 ? 100 : 1000));
+            if (auto e = queues.begin()->second.front().lock())
+                e->nap(std::chrono::microseconds(queues.size() > 1 ? 100 : 1000));
         }
     }
 }

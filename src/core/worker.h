@@ -32,13 +32,14 @@ public:
     size_t size() const { return workers_.size(); }
     // Queues `job` behind the earlier jobs of `queue` (a communicator id), on the worker that
     // serves that queue.
-    void submit(uint64_t queue, std::shared_ptr<Execution> job);
+    // The worker holds it weakly: its owner keeps it until it has finished.
+    void submit(uint64_t queue, std::weak_ptr<Execution> job);
 
 private:
     struct Worker {
         std::mutex mu;
         std::condition_variable cv;
-        std::vector<std::pair<uint64_t, std::shared_ptr<Execution>>> incoming;
+        std::vector<std::pair<uint64_t, std::weak_ptr<Execution>>> incoming;
         std::atomic<bool> has_incoming{false};  // lets a busy worker skip the lock
         bool stop = false;
         bool lingering = false;  // idle but looking at `incoming` every kTick: no notify needed

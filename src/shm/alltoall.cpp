@@ -11,41 +11,51 @@ namespace ccl::shm {
 
 namespace {
 
-// A rank's buffer: one piece per destination. In the first round each piece starts with a Prefix
-// from its sender, so a receiver learns all it needs from the lines it reads for the data anyway
-// (a separate header line of counts cost every peer a second miss: 2 ranks, 8 B, 0.2 us).
-struct Prefix {
-    uint64_t count;     // elements the sender sends to this receiver
-    uint64_t largest;   // the sender's largest block, bytes
-    const char* block;  // where that block is in the sender's memory (single copy reads it)
-    uint64_t digest;    // the sender's share of the count matrix's digest (count_digest)
+// What a sender tells its receivers in the first round: its largest block, its share of the
+// count matrix's digest, where its send buffer is (single copy reads from there) and its count
+// for every destination; then, when they fit (`inlines`), its blocks for its peers, packed in
+// destination order. Each receiver learns all it needs from one record per peer: at 2 ranks a
+// record and an 8 B exchange's block share one cache line.
+struct Head {
+    uint64_t largest;  // the sender's largest block, bytes
+    uint64_t digest;   // its share of the count matrix's digest (count_digest)
+    const char* base;  // its send buffer
 };
+size_t record_bytes(size_t n) { return sizeof(Head) + n * sizeof(uint64_t); }
+const Head& head_of(const char* record) { return *reinterpret_cast<const Head*>(record); }
+const uint64_t* counts_of(const char* record) {
+    return reinterpret_cast<const uint64_t*>(record + sizeof(Head));
+}
+// Whether a sender's blocks travel in its record: the sender and its receivers decide alike, from
+// what the record says. Blocks that fit are smaller than a first-round piece, so rounds after the
+// first never see them.
+bool inlines(bool eager, size_t record, size_t to_peers, size_t largest, size_t first_piece) {
+    return eager && record + to_peers <= Arena::kEagerBytes && largest <= first_piece;
+}
 
+// A round's buffer: `reserve` bytes (the first round's record, where it is not in an eager slot),
+// then one piece per destination.
 struct Layout {
-    // Pieces are whole lines, at least two: the first round's data (after its prefix's line) then
-    // moves at least a line per round.
+    // Pieces are whole lines, at least two: rounds then move at least two lines of every block.
     static constexpr size_t kMinPiece = 128;
-    size_t piece;
-    static size_t piece_bytes(size_t buffer, int n) {
-        size_t room = buffer / size_t(n);
+    size_t reserve, piece;
+    static size_t piece_bytes(size_t buffer, size_t reserve, int n) {
+        size_t room = buffer > reserve ? (buffer - reserve) / size_t(n) : 0;
         return room - room % 64;
     }
-    Layout(size_t buffer, int n) : piece(piece_bytes(buffer, n)) {
+    Layout(size_t buffer, size_t reserve, int n)
+        : reserve(reserve), piece(piece_bytes(buffer, reserve, n)) {
         if (piece < kMinPiece)
             throw Error(CCL_ERROR_UNSUPPORTED, "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
                                                    " bytes) is too small for an all-to-all among " +
                                                    std::to_string(n) + " ranks (at least " +
-                                                   std::to_string(kMinPiece * size_t(n)) + ")");
+                                                   std::to_string(reserve + kMinPiece * size_t(n)) +
+                                                   ")");
+    }
+    char* at(void* buffer, size_t to) const {
+        return static_cast<char*>(buffer) + reserve + to * piece;
     }
 };
-
-// In the first round a block of at most kBeside bytes follows its prefix in the same line; a
-// larger one starts at the next line, so that its copies keep the alignment of the user's buffers
-// (a copy whose source and destination are 32 bytes apart ran at half speed).
-constexpr size_t kBeside = 64 - sizeof(Prefix);
-size_t data_at(size_t round, size_t bytes) {
-    return round > 0 ? 0 : bytes <= kBeside ? sizeof(Prefix) : 64;
-}
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -90,11 +100,17 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n), ume = size_t(me);
-    const Layout full(arena.buffer_size(), n);
-    // The first round goes through a lane when one holds a piece per rank with some data: small
-    // exchanges then take one round with nothing to publish after it.
-    const bool lane = Layout::piece_bytes(Arena::kLaneBytes, n) >= Layout::kMinPiece;
-    const Layout first = lane ? Layout(Arena::kLaneBytes, n) : full;
+    // The first round's records go in eager slots where they fit (up to 22 ranks): each crosses
+    // between the cores with the news of it, and small blocks with it (2 ranks, 8 B: one miss per
+    // call where a flag and then a lane line took two). Else they head the round's buffer.
+    const size_t record = record_bytes(un);
+    const bool eager = record <= Arena::kEagerBytes;
+    const size_t reserve = eager ? 0 : (record + 63) / 64 * 64;
+    // The first round goes through a lane when one holds a piece per rank: small exchanges then
+    // take one round with nothing to publish after it.
+    const bool lane = Layout::piece_bytes(Arena::kLaneBytes, reserve, n) >= Layout::kMinPiece;
+    const Layout first(lane ? Arena::kLaneBytes : arena.buffer_size(), reserve, n),
+        full(arena.buffer_size(), 0, n);
     const bool single_copy = cma_min != SIZE_MAX;
     const size_t direct_min = single_copy ? std::min(cma_min, full.piece + 1) : SIZE_MAX;
     PerRank<size_t> sdispl(un + 1), rdispl(un + 1);
@@ -110,92 +126,127 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     }
     size_t my_largest = 0;
     for (size_t r = 0; r < un; ++r) my_largest = std::max(my_largest, sdispl[r + 1] - sdispl[r]);
-    // The first round carries every sender's prefix, and the data too when it fits in one piece or
-    // single copy is off. After it every rank knows the largest block and so makes the same
-    // choice: done already, single copy, or more rounds of pieces.
-    size_t largest = my_largest;
-    bool pieces = my_largest < direct_min;
+    const size_t to_peers = sdispl[un] - (sdispl[ume + 1] - sdispl[ume]);
     const uint64_t digest = count_digest(ume, un, sendcounts, recvcounts);
-    for (size_t off = 0, round = 0; round == 0 || off < largest; ++round) {
-        // What a piece holds of every block this round (the first round's prefix line aside).
-        const size_t piece = (round == 0 ? first : full).piece,
-                     room = piece - data_at(round, SIZE_MAX);
-        // Where rank r's piece for this rank is.
-        auto from = [&](size_t r) {
-            return static_cast<const char*>(arena.peer_buffer(int(r))) + ume * piece;
-        };
-        arena.begin_round(sig, round == 0 && lane ? Arena::kLaneBytes : SIZE_MAX);
-        co_await arena.buffer_free();
+    const bool inlined = inlines(eager, record, to_peers, my_largest, first.piece);
+
+    // The first round: every sender's record, and its data where it fits in a piece (or in the
+    // record) and single copy will not take it. After it every rank knows the largest block, so
+    // all make the same choice: done already, single copy, or more rounds of pieces.
+    arena.begin_round(sig, lane ? Arena::kLaneBytes : SIZE_MAX);
+    co_await arena.buffer_free();
+    {
+        // The pieces first, the record last: readers poll the eager slot's first line, which
+        // should move to them once, with the news.
         char* buf = static_cast<char*>(arena.own_buffer());
+        for (size_t r = 0; r < un && !inlined && my_largest < direct_min; ++r)
+            if (const size_t bytes = sdispl[r + 1] - sdispl[r]; r != ume && bytes > 0)
+                std::memcpy(first.at(buf, r), in + sdispl[r], std::min(first.piece, bytes));
+        char* rec = eager ? static_cast<char*>(arena.own_eager()) : buf;
+        *reinterpret_cast<Head*>(rec) = {my_largest, digest, in};
+        uint64_t* counts = reinterpret_cast<uint64_t*>(rec + sizeof(Head));
+        char* packed = rec + record;
         for (size_t r = 0; r < un; ++r) {
-            if (r == ume) continue;
-            char* at = buf + r * piece;
-            if (round == 0)
-                *reinterpret_cast<Prefix*>(at) = {sendcounts[r], my_largest, in + sdispl[r],
-                                                  digest};
-            size_t bytes = sdispl[r + 1] - sdispl[r];
-            if (pieces && off < bytes)
-                std::memcpy(at + data_at(round, bytes), in + sdispl[r] + off,
-                            std::min(room, bytes - off));
+            counts[r] = sendcounts[r];
+            if (const size_t bytes = sdispl[r + 1] - sdispl[r]; inlined && r != ume) {
+                std::memcpy(packed, in + sdispl[r], bytes);
+                packed += bytes;
+            }
+        }
+    }
+    auto record_of = [&](size_t r) {
+        return static_cast<const char*>(eager ? arena.peer_eager(int(r))
+                                              : arena.peer_buffer(int(r)));
+    };
+    if (eager) {
+        arena.publish_eager();
+        arena.prefetch_eager();
+    } else {
+        arena.ready();
+        co_await arena.all_ready();
+    }
+    size_t largest = my_largest;
+    uint64_t sum = digest;
+    for (size_t r = 0; r < un; ++r) {
+        if (r == ume) continue;
+        // Its record, and its blocks if it sends every rank as much as this one.
+        if (eager) {
+            const size_t guess = record + (un - 1) * (rdispl[r + 1] - rdispl[r]);
+            co_await arena.eager_ready(int(r), guess <= Arena::kEagerBytes ? guess : record);
+        }
+        const char* rec = record_of(r);
+        if (const uint64_t count = counts_of(rec)[ume]; count != recvcounts[r])
+            arena.fail(CCL_ERROR_INVALID_USAGE,
+                       "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
+                           std::to_string(count) + " elements to rank " + std::to_string(me) +
+                           ", which expects " + std::to_string(recvcounts[r]));
+        largest = std::max<size_t>(largest, head_of(rec).largest);
+        sum += head_of(rec).digest;
+    }
+    if (sum != 0)
+        arena.fail(CCL_ERROR_INVALID_USAGE,
+                   "alltoallv counts disagree: some rank's sendcounts do not match what its "
+                   "receiver's recvcounts expect (the ranks concerned name the pair)");
+    // My own block never goes through the arena.
+    if (in + sdispl[ume] != out + rdispl[ume])
+        std::memcpy(out + rdispl[ume], in + sdispl[ume], sdispl[ume + 1] - sdispl[ume]);
+    const bool direct = largest >= direct_min;
+    for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
+        const size_t r = size_t((me + i) % n), bytes = rdispl[r + 1] - rdispl[r];
+        if (bytes == 0) continue;
+        const char* rec = record_of(r);
+        const uint64_t* counts = counts_of(rec);
+        // Where its block for this rank is: after its blocks for the ranks before this one.
+        size_t before = 0, to_peers = 0;
+        for (size_t d = 0; d < un; ++d) {
+            if (d == ume) before = to_peers;
+            if (d != r) to_peers += counts[d] * esize;
+        }
+        if (inlines(eager, record, to_peers, head_of(rec).largest, first.piece)) {
+            std::memcpy(out + rdispl[r], rec + record + before, bytes);
+        } else if (direct) {
+            size_t at = 0;  // in its send buffer
+            for (size_t d = 0; d < ume; ++d) at += counts[d] * esize;
+            cma_read(arena.peer_pid(int(r)), out + rdispl[r], head_of(rec).base + at, bytes);
+        } else {
+            std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), ume),
+                        std::min(first.piece, bytes));
+        }
+    }
+    arena.done();
+    if (direct) {
+        // Until every peer is done, it may still read my send buffer. A lane round need not
+        // publish its "done": a round of its own says it.
+        if (!lane) {
+            co_await arena.all_done();
+            co_return;
+        }
+        arena.begin_round(sig, 0);
+        arena.ready();
+        co_await arena.all_ready();
+        arena.done();
+        co_return;
+    }
+    // The rest of the blocks larger than a first-round piece, a piece of each per round.
+    for (size_t off = first.piece; off < largest; off += full.piece) {
+        arena.begin_round(sig);
+        co_await arena.buffer_free();
+        void* buf = arena.own_buffer();
+        for (size_t r = 0; r < un; ++r) {
+            const size_t bytes = sdispl[r + 1] - sdispl[r];
+            if (r != ume && off < bytes)
+                std::memcpy(full.at(buf, r), in + sdispl[r] + off,
+                            std::min(full.piece, bytes - off));
         }
         arena.ready();
         co_await arena.all_ready();
-        if (round == 0) {
-            // Every peer's piece for this rank: its prefix, and its data where it has some.
-            // Asked for at once, the misses overlap.
-            for (size_t r = 0; r < un; ++r)
-                if (r != ume) __builtin_prefetch(from(r));
-            uint64_t sum = digest;
-            for (size_t r = 0; r < un; ++r) {
-                if (r == ume) continue;
-                const Prefix& p = *reinterpret_cast<const Prefix*>(from(r));
-                if (p.count != recvcounts[r])
-                    arena.fail(CCL_ERROR_INVALID_USAGE,
-                               "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
-                                   std::to_string(p.count) + " elements to rank " +
-                                   std::to_string(me) + ", which expects " +
-                                   std::to_string(recvcounts[r]));
-                largest = std::max<size_t>(largest, p.largest);
-                sum += p.digest;
-            }
-            if (sum != 0)
-                arena.fail(
-                    CCL_ERROR_INVALID_USAGE,
-                    "alltoallv counts disagree: some rank's sendcounts do not match what its "
-                    "receiver's recvcounts expect (the ranks concerned name the pair)");
-            // My own block never goes through the arena.
-            if (in + sdispl[ume] != out + rdispl[ume])
-                std::memcpy(out + rdispl[ume], in + sdispl[ume], sdispl[ume + 1] - sdispl[ume]);
-            if (largest >= direct_min) {
-                for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
-                    size_t r = size_t((me + i) % n);
-                    const Prefix& p = *reinterpret_cast<const Prefix*>(from(r));
-                    if (size_t bytes = rdispl[r + 1] - rdispl[r])
-                        cma_read(arena.peer_pid(int(r)), out + rdispl[r], p.block, bytes);
-                }
-                arena.done();
-                // Until every peer is done, it may still read my send buffer. A lane round
-                // publishes no "done": a round of its own says it.
-                if (!lane) {
-                    co_await arena.all_done();
-                    co_return;
-                }
-                arena.begin_round(sig, 0);
-                arena.ready();
-                co_await arena.all_ready();
-                arena.done();
-                co_return;
-            }
-        }
         for (size_t r = 0; r < un; ++r) {
-            size_t bytes = rdispl[r + 1] - rdispl[r];
+            const size_t bytes = rdispl[r + 1] - rdispl[r];
             if (r != ume && off < bytes)
-                std::memcpy(out + rdispl[r] + off, from(r) + data_at(round, bytes),
-                            std::min(room, bytes - off));
+                std::memcpy(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), ume),
+                            std::min(full.piece, bytes - off));
         }
         arena.done();
-        pieces = true;
-        off += room;
     }
 }
 

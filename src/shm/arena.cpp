@@ -141,8 +141,12 @@ Arena::EagerSlot* Arena::eager_slot(int r) const {
 }
 
 void Arena::publish_eager(const void* data, size_t bytes) {
+    std::memcpy(own_eager(), data, bytes);
+    publish_eager();
+}
+
+void Arena::publish_eager() {
     EagerSlot* slot = eager_slot(rank_);
-    std::memcpy(slot->data, data, bytes);
     slot->signature = signature_;
     // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
     publish({&slot->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
@@ -154,7 +158,9 @@ void Arena::prefetch_eager() const {
         if (r != rank_) __builtin_prefetch(eager_slot(r));
 }
 
-Arena::EagerWatch Arena::eager_ready(int peer) { return EagerWatch(*this, peer); }
+Arena::EagerWatch Arena::eager_ready(int peer, size_t bytes) {
+    return EagerWatch(*this, peer, bytes);
+}
 
 bool Arena::eager_or_mismatch(int peer, EagerSlot* slot) {
     // A peer that ran another collective may wait on this rank's flag, which an eager round

@@ -30,6 +30,7 @@
 // resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -93,11 +94,14 @@ public:
     // reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
     const void* peer_eager(int peer) const { return eager_slot(peer)->data; }
     void publish_eager(const void* data, size_t bytes);
+    // The same for data written straight into this rank's slot (after buffer_free()).
+    void* own_eager() const { return eager_slot(rank_)->data; }
+    void publish_eager();
     // A reader of every peer's slot calls this first: the slots' first lines then load at once
     // instead of one miss after another (16 ranks: 15 cross-core misses in a row otherwise).
     void prefetch_eager() const;
     class EagerWatch;
-    EagerWatch eager_ready(int peer);
+    EagerWatch eager_ready(int peer, size_t bytes = SIZE_MAX);  // bytes: see EagerWatch
     int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
@@ -269,12 +273,16 @@ protected:
 // eager data, which is a mismatch (an error) rather than a wait until the deadline.
 class Arena::EagerWatch final : public Watch {
 public:
-    EagerWatch(Arena& arena, int peer)
+    // `bytes`: how much of the slot the reader expects the peer to fill (at most the round's
+    // bytes): the lines it pulls while it polls.
+    EagerWatch(Arena& arena, int peer, size_t bytes)
         : Watch(arena, {&arena.eager_slot(peer)->round, &arena.flag_waiters(peer), peer},
                 uint32_t(arena.round_)),
           peer_(peer),
           slot_(arena.eager_slot(peer)),
-          lines_(int((arena.round_bytes_ + offsetof(EagerSlot, data) + 63) / 64)) {}
+          lines_(int((std::min({bytes, arena.round_bytes_, kEagerBytes}) +
+                      offsetof(EagerSlot, data) + 63) /
+                     64)) {}
 
     // The peer's flag is looked at on every 64th poll only: its line would otherwise bounce
     // between the cores.

@@ -118,9 +118,10 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
 Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
-// Block j of send (sendcounts[j] elements) to rank j. In the first round each piece also carries
-// its count and its sender's share of a digest of the whole count matrix, so a receiver checks its
-// own column exactly and every rank the whole matrix: all fail alike on a mismatch. Once a block
+// Block j of send (sendcounts[j] elements) to rank j. In the first round every rank publishes a
+// record (in its eager slot where it fits, with the blocks too when they fit beside it): per
+// destination the count, and its share of a digest of the whole count matrix, so a receiver checks
+// its own column exactly and every rank the whole matrix: all fail alike on a mismatch. Once a block
 // reaches `cma_min` bytes (shm/cma.h; SIZE_MAX: never), or one is larger than a buffer's share
 // and single copy is allowed, every block goes straight from sender to receiver.
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,8 @@ private:
     static void put_inline(Channel& ch, uint32_t index, const void* buf, size_t bytes);
     static void copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes);
     std::string data_name(int from, int to, uint32_t gen) const;
+    // Where a message of `bytes` would go in the outbox's data segment: nothing if it has no room.
+    static std::optional<uint64_t> room(const Outbox& out, size_t bytes);
     // Where a message of `bytes` goes in the outbox to `peer`, moving to a larger data segment if
     // the unreceived ones leave no room (the old one is freed once piece `head` - 1 is received).
     uint64_t place(Outbox& out, int peer, size_t bytes, uint32_t head);

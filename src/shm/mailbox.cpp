@@ -21,6 +21,7 @@ constexpr size_t kMinData = 1u << 20;           // the first data segment of a p
 constexpr size_t kMinPiece = 256u << 10;        // messages up to this go in one piece
 constexpr uint64_t kWritten = ~uint64_t(0);     // a descriptor's offset: written into the receive
 constexpr uint64_t kInline = ~uint64_t(0) - 1;  // a descriptor's offset: the data is in it
+constexpr size_t kFirstLineBytes = 40;          // inline data in a descriptor's first line
 
 bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 
@@ -261,7 +262,12 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             piece = std::max(kMinPiece, (bytes + 3) / 4);
             pieces = uint32_t((bytes + piece - 1) / piece);
             // Room for the whole message first, so that a failure here posts nothing.
-            if (!out.unreceived.empty() || !out.retired.empty()) {
+            // What the receiver has taken is learnt from its tail, a line it writes at every
+            // receive (a cross-core miss): for small messages only when the segment has no room
+            // left (they go round it; 2 ranks, 4 KiB ring: 1.56 -> 1.24 us), for larger ones
+            // every time (their place then is the front, warm in cache, with nothing unreceived).
+            if ((!out.unreceived.empty() || !out.retired.empty()) &&
+                (bytes > kQuickBytes || !room(out, bytes))) {
                 out.seen_tail = ch.tail.load(std::memory_order_acquire);
                 forget_received(out, out.seen_tail);
             }
@@ -300,9 +306,18 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
     Channel& ch = channel(peer, me);
     const uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
     const Desc& d = ch.ring[tail % kSlots];
-    if (d.seq.load(std::memory_order_acquire) != tail + 1 || d.total != bytes || d.sig != sig ||
-        d.offset == kWritten)
+    if (d.seq.load(std::memory_order_acquire) != tail + 1) {
+        // Not there yet: ask for the further lines it will come in, so that their misses overlap
+        // the first one's (a prefetch, not a load: the sender may be writing them).
+        if (bytes > kFirstLineBytes && bytes <= kSpanMax)
+            for (uint32_t i = 0, span = span_of(bytes); i < span; ++i) {
+                const char* desc = reinterpret_cast<const char*>(&ch.ring[(tail + i) % kSlots]);
+                if (i > 0) __builtin_prefetch(desc);
+                __builtin_prefetch(desc + 64);
+            }
         return false;
+    }
+    if (d.total != bytes || d.sig != sig || d.offset == kWritten) return false;
     uint32_t span = 1;
     if (d.offset == kInline) {
         copy_inline(ch, tail, buf, bytes);

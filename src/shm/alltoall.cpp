@@ -148,7 +148,8 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         char* packed = rec + record;
         for (size_t r = 0; r < un; ++r) {
             counts[r] = sendcounts[r];
-            if (const size_t bytes = sdispl[r + 1] - sdispl[r]; inlined && r != ume) {
+            // (No copy of nothing: the buffers of an empty exchange may be null.)
+            if (const size_t bytes = sdispl[r + 1] - sdispl[r]; inlined && r != ume && bytes > 0) {
                 std::memcpy(packed, in + sdispl[r], bytes);
                 packed += bytes;
             }
@@ -188,8 +189,9 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                    "alltoallv counts disagree: some rank's sendcounts do not match what its "
                    "receiver's recvcounts expect (the ranks concerned name the pair)");
     // My own block never goes through the arena.
-    if (in + sdispl[ume] != out + rdispl[ume])
-        std::memcpy(out + rdispl[ume], in + sdispl[ume], sdispl[ume + 1] - sdispl[ume]);
+    if (const size_t own = sdispl[ume + 1] - sdispl[ume];
+        own > 0 && in + sdispl[ume] != out + rdispl[ume])
+        std::memcpy(out + rdispl[ume], in + sdispl[ume], own);
     const bool direct = largest >= direct_min;
     for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
         const size_t r = size_t((me + i) % n), bytes = rdispl[r + 1] - rdispl[r];

@@ -287,8 +287,10 @@ CCL_API ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, v
  * CCL_ERROR_INVALID_USAGE, the message is dropped and, from a rank on another node, the receive's
  * buffer may have been written). A rank may send to itself.
  *
- * A send never waits for its receiver: it completes once the data is copied out of `buf` (into
+ * A send never depends on its receiver: it completes once the data is copied out of `buf` (into
  * shared memory that grows as needed), so exchanges and rings of blocking sends cannot deadlock.
+ * (A large send between ranks of one node may first wait a little, at most 20 ms, for its receive
+ * to be posted, so that it can copy straight into the receive's buffer.)
  * Receives run in issue order with the communicator's collectives (a nonblocking receive that
  * waits delays the collectives issued after it); sends do not queue behind them.
  */

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Packs what a bare x86-64 host needs to run ccl_bench beside its own Open MPI: the built
+# binaries and the libraries `ldd` lists (not libc, libm, libstdc++ or libgcc_s: the host's are
+# newer, and a carried libstdc++ broke the host's MPI build), plus env.sh and run.sh.
+#   tools/hostrun/pack.sh [BUILD] [DEST]     (default build, .devcarry/h16: ignored by git)
+# Then, on the host, in a copy of the checkout that holds DEST (two folders below its root, as
+# the default is): DEST/run.sh "2 4 8 16" allreduce,broadcast,barrier
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$repo/build}
+dest=${2:-$repo/.devcarry/h16}
+mkdir -p "$dest/bin" "$dest/lib"
+bins=(ccl_bench cclrun ccl_info handoff_lat exchange_lat)
+for b in "${bins[@]}"; do cp "$build/$b" "$dest/bin/"; done
+cp -L "$build/libccl.so.0" "$dest/lib/"
+ldd "$build/libccl.so.0" "${bins[@]/#/$build/}" | awk '/=>/ {print $3}' | sort -u |
+    grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libccl)\.so' | xargs -r -I{} cp -L {} "$dest/lib/"
+strip "$dest"/bin/* "$dest/lib/libccl.so.0"
+cp "$repo/tools/hostrun/env.sh" "$repo/tools/hostrun/run.sh" "$dest/"
+du -sh "$dest"

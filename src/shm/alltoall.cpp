@@ -198,17 +198,17 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         if (bytes == 0) continue;
         const char* rec = record_of(r);
         const uint64_t* counts = counts_of(rec);
-        // Where its block for this rank is: after its blocks for the ranks before this one.
-        size_t before = 0, to_peers = 0;
+        // Its block for this rank follows its blocks for the ranks before this one: `at` bytes
+        // into its send buffer, and (its own block not being packed) `before` into its record.
+        size_t at = 0, to_peers = 0;
         for (size_t d = 0; d < un; ++d) {
-            if (d == ume) before = to_peers;
+            if (d < ume) at += counts[d] * esize;
             if (d != r) to_peers += counts[d] * esize;
         }
+        const size_t before = at - (r < ume ? counts[r] * esize : 0);
         if (inlines(eager, record, to_peers, head_of(rec).largest, first.piece)) {
             std::memcpy(out + rdispl[r], rec + record + before, bytes);
         } else if (direct) {
-            size_t at = 0;  // in its send buffer
-            for (size_t d = 0; d < ume; ++d) at += counts[d] * esize;
             cma_read(arena.peer_pid(int(r)), out + rdispl[r], head_of(rec).base + at, bytes);
         } else {
             std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), ume),

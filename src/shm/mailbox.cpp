@@ -117,7 +117,7 @@ Mailbox::~Mailbox() {
         // Outgoing: keep the names the receiver may still open, unless it never will.
         Outbox& out = out_[size_t(peer)];
         if (!failed) {
-            forget_received(out, channel(me, peer).tail.load(std::memory_order_acquire));
+            forget_received(out, channel(me, peer));
             for (const Piece& p : out.unreceived)
                 if (p.gen == out.gen) out.data.disown();
             for (auto& [seg, head] : out.retired) seg.disown();  // not all received yet
@@ -166,7 +166,8 @@ std::string Mailbox::data_name(int from, int to, uint32_t gen) const {
            std::to_string(gen);
 }
 
-void Mailbox::forget_received(Outbox& out, uint32_t tail) {
+void Mailbox::forget_received(Outbox& out, const Channel& ch) {
+    const uint32_t tail = out.seen_tail = ch.tail.load(std::memory_order_acquire);
     while (!out.unreceived.empty() && before(out.unreceived.front().index, tail))
         out.unreceived.pop_front();
     while (!out.retired.empty() && !before(tail, out.retired.front().second))
@@ -243,7 +244,7 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             // 16 MiB, and the receiver faults them in again): then wait the longest.
             const Channel& back = channel(peer, me);
             ch.awaiting_offer.store(1, std::memory_order_relaxed);
-            forget_received(out, ch.tail.load(std::memory_order_acquire));
+            forget_received(out, ch);
             constexpr size_t kLongest = 20000000;  // ns
             auto until = std::chrono::steady_clock::now() +
                          std::chrono::nanoseconds(room(out, bytes) ? std::min(bytes / 4, kLongest)
@@ -267,10 +268,8 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             // left (they go round it; 2 ranks, 4 KiB ring: 1.56 -> 1.24 us), for larger ones
             // every time (their place then is the front, warm in cache, with nothing unreceived).
             if ((!out.unreceived.empty() || !out.retired.empty()) &&
-                (bytes > kQuickBytes || !room(out, bytes))) {
-                out.seen_tail = ch.tail.load(std::memory_order_acquire);
-                forget_received(out, out.seen_tail);
-            }
+                (bytes > kQuickBytes || !room(out, bytes)))
+                forget_received(out, ch);
             offset = place(out, peer, bytes, out.head);
             out.unreceived.push_back({out.head + pieces - 1, out.gen, out.pos - bytes});
         }

@@ -107,7 +107,8 @@ private:
     // Where a message of `bytes` goes in the outbox to `peer`, moving to a larger data segment if
     // the unreceived ones leave no room (the old one is freed once piece `head` - 1 is received).
     uint64_t place(Outbox& out, int peer, size_t bytes, uint32_t head);
-    void forget_received(Outbox& out, uint32_t tail);
+    // Reads the receiver's tail (into seen_tail) and drops what it has taken.
+    void forget_received(Outbox& out, const Channel& ch);
 
     Segment seg_;
     std::string prefix_;

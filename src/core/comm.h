@@ -93,6 +93,12 @@ public:
     // Blocks from this size go single-copy where the algorithm allows (point to point, all-to-all,
     // allgather): CCL_CMA_MIN, or chosen by the probe (shm::cma_min_bytes). SIZE_MAX: never.
     size_t cma_min() const { return single_copy_ ? cma_min_ : SIZE_MAX; }
+    // Whether the kernel's copies are cheap here: single copy pays from blocks of 64 KiB or less.
+    bool cheap_single_copy() const { return cma_min() <= kCheapCmaBlock; }
+    // Allgather(v) messages below this go single copy (blocks from cma_min()); 0: none.
+    size_t allgather_cma_max() const { return single_copy_ ? allgather_cma_max_ : 0; }
+    // All-to-all blocks below this go single copy (from cma_min()); SIZE_MAX: no bound.
+    size_t alltoall_cma_max() const { return alltoall_cma_max_; }
 
     // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
@@ -164,6 +170,8 @@ private:
     std::unique_ptr<transport::Fabric> fabric_;  // only across nodes
     bool single_copy_ = false;
     size_t cma_min_ = SIZE_MAX;
+    size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
+    static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.
     std::array<std::shared_ptr<const Schedule>, 8> recent_;

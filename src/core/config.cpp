@@ -152,9 +152,15 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.allreduce_cma_min = parse_bytes("CCL_ALLREDUCE_CMA_MIN", v, 0, size_t(1) << 40);
     if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MAX"))
         c.allreduce_cma_max = parse_bytes("CCL_ALLREDUCE_CMA_MAX", v, 0, size_t(1) << 40);
-    if (const char* v = getenv_fn("CCL_CMA_MIN"))
-        c.cma_min =
-            std::string(v) == "auto" ? 0 : parse_bytes("CCL_CMA_MIN", v, 1, size_t(1) << 40);
+    // Single-copy bounds: "auto" (0) or a byte count of at least 1.
+    auto cma_bound = [](const char* name, const char* v) {
+        return std::string(v) == "auto" ? 0 : parse_bytes(name, v, 1, size_t(1) << 40);
+    };
+    if (const char* v = getenv_fn("CCL_CMA_MIN")) c.cma_min = cma_bound("CCL_CMA_MIN", v);
+    if (const char* v = getenv_fn("CCL_ALLGATHER_CMA_MAX"))
+        c.allgather_cma_max = cma_bound("CCL_ALLGATHER_CMA_MAX", v);
+    if (const char* v = getenv_fn("CCL_ALLTOALL_CMA_MAX"))
+        c.alltoall_cma_max = cma_bound("CCL_ALLTOALL_CMA_MAX", v);
     if (const char* v = getenv_fn("CCL_POLL_TIME_US"))
         c.poll_time_us = parse_int("CCL_POLL_TIME_US", v, 0, 10000000);
     if (const char* v = getenv_fn("CCL_WORKER_COUNT"))

@@ -32,6 +32,8 @@ struct Config {
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
     size_t cma_min = 0;                       // CCL_CMA_MIN: single-copy blocks; 0 = auto (probed)
+    size_t allgather_cma_max = 0;             // CCL_ALLGATHER_CMA_MAX: 0 = auto (probed)
+    size_t alltoall_cma_max = 0;              // CCL_ALLTOALL_CMA_MAX: 0 = auto (probed)
     bool bind = true;                         // CCL_BIND: auto binds unbound ranks (core/binding.h)
     long poll_time_us = 20000;                // CCL_POLL_TIME_US: a waiting rank's polling (wait.h)
     // XPU (Level Zero, docs/xpu.md).

@@ -477,7 +477,8 @@ Task local_alltoallv(Communicator& c, uint32_t d, const void* send, const size_t
     for (size_t i = 0; i < L; ++i) consecutive = consecutive && size_t(local[i]) == f + i;
     if (consecutive) {
         CCL_NESTED(shm::alltoallv(c.arena(), d, at(send, soff[f]), sendcounts.data() + f,
-                                  at(recv, roff[f]), recvcounts.data() + f, dtype, c.cma_min()));
+                                  at(recv, roff[f]), recvcounts.data() + f, dtype, c.cma_min(),
+                                  c.alltoall_cma_max()));
         co_return;
     }
     std::vector<size_t> sc(L), rc(L);
@@ -492,7 +493,7 @@ Task local_alltoallv(Communicator& c, uint32_t d, const void* send, const size_t
     for (size_t i = 0, off = 0; i < L; off += sc[i++] * esize)
         std::memcpy(in.data() + off, at(send, soff[size_t(local[i])]), sc[i] * esize);
     CCL_NESTED(shm::alltoallv(c.arena(), d, in.data(), sc.data(), out.data(), rc.data(), dtype,
-                              c.cma_min()));
+                              c.cma_min(), c.alltoall_cma_max()));
     for (size_t i = 0, off = 0; i < L; off += rc[i++] * esize)
         std::memcpy(at(recv, roff[size_t(local[i])]), out.data() + off, rc[i] * esize);
 }

@@ -63,15 +63,19 @@ bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes, 
 }
 
 // Whether a broadcast between two ranks goes single copy, each rank copying half
-// (shm::broadcast_cma): from twice the single-copy block size, on machines where that size is
-// small, i.e. where the kernel's copies are cheap. On the 16-core Xeon host (blocks from 16 KiB) it
-// took 2 MiB in 75-122 us against 201-221 through the arena (MPICH 211-220), 256 KiB in 9-11
-// against 19-25; on the AMD VM (256 KiB), where the kernel copied at 35-45% of the arena's
-// streaming copies, it lost from 16 MiB (64 MiB: 4.4-5.5 ms against 3.5-3.8).
+// (shm::broadcast_cma): from twice the single-copy block size, where that is cheap. On the 16-core
+// Xeon host (blocks from 16 KiB) it took 2 MiB in 75-122 us against 201-221 through the arena
+// (MPICH 211-220), 256 KiB in 9-11 against 19-25; on the AMD VM (256 KiB), where the kernel copied
+// at 35-45% of the arena's streaming copies, it lost from 16 MiB (64 MiB: 4.4-5.5 ms against
+// 3.5-3.8).
 bool broadcast_halves(const Communicator& comm, size_t bytes) {
-    constexpr size_t kCheapBlock = 64u << 10;
-    const size_t block = comm.cma_min();  // SIZE_MAX without single copy
-    return comm.size() == 2 && block <= kCheapBlock && bytes >= 2 * block;
+    return comm.size() == 2 && comm.cheap_single_copy() && bytes >= 2 * comm.cma_min();
+}
+
+// Whether an allgather(v) goes single copy (shm::allgatherv_cma): blocks from CCL_CMA_MIN in
+// messages below CCL_ALLGATHER_CMA_MAX (chosen with it: Communicator::probe_single_copy).
+bool allgather_single_copy(const Communicator& comm, size_t block, size_t message) {
+    return block >= comm.cma_min() && message < comm.allgather_cma_max();
 }
 
 Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
@@ -189,8 +193,10 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             // allgather's counts are all the same: kept in the step, not passed with each call.
             std::vector<size_t> equal;
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
-            size_t block = sig.coll == CollType::allgather ? bytes : bytes / size_t(comm.size());
-            const bool cma = block >= comm.cma_min();
+            const size_t n = size_t(comm.size());
+            const size_t block = sig.coll == CollType::allgather ? bytes : bytes / n;
+            const bool cma = allgather_single_copy(
+                comm, block, sig.coll == CollType::allgather ? bytes * n : bytes);
             const uint32_t digest = sig.digest(cma ? kAllgatherCma : kAllgather);
             const bool eager = !equal.empty() && block <= shm::Arena::kEagerBytes;
             s.steps.push_back(
@@ -235,14 +241,14 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             std::vector<size_t> equal;
             if (sig.coll == CollType::alltoall) equal.assign(size_t(comm.size()), sig.count);
             s.steps.push_back(
-                {"shm/alltoallv",
-                 [&arena, dtype = sig.dtype, equal = std::move(equal), cma_min = comm.cma_min(),
-                  digest = sig.digest(kAlltoall)](const Buffers& b) {
+                {"shm/alltoallv", [&arena, dtype = sig.dtype, equal = std::move(equal),
+                                   cma_min = comm.cma_min(), cma_max = comm.alltoall_cma_max(),
+                                   digest = sig.digest(kAlltoall)](const Buffers& b) {
                      const size_t n = size_t(arena.nranks());
                      const size_t* send_counts = equal.empty() ? b.counts.data() : equal.data();
                      const size_t* recv_counts = equal.empty() ? send_counts + n : equal.data();
                      return shm::alltoallv(arena, digest, b.send, send_counts, b.recv, recv_counts,
-                                           dtype, cma_min);
+                                           dtype, cma_min, cma_max);
                  }});
             break;
         }

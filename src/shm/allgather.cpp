@@ -58,21 +58,30 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
         arena.done();
         co_return;
     }
+    // Pieces of a quarter of an L2, not whole buffers: a piece is still in this core's cache when
+    // this rank copies it out to its own block, and in the writer's when the peers read it, the
+    // next one beside it. (2 ranks, 8 MiB blocks: 2-copy in 1 MiB pieces took 2.5 ms on the
+    // Xeon host, in 512 KiB 1.8; on the AMD VM 1 MiB pieces took twice as long as 128-512 KiB.)
+    const size_t step = std::min(piece, cache_piece_bytes() / 2);
     const bool stream = offset.back() >= kStreamMinBytes;
-    if (mine != out + offset[size_t(me)]) std::memcpy(out + offset[size_t(me)], mine, my_bytes);
-    for (size_t off = 0; off < largest; off += piece) {
-        arena.begin_round(sig, std::min(piece, largest - off));
-        if (off < my_bytes) {
+    char* my_out = out + offset[size_t(me)];
+    for (size_t off = 0; off < largest; off += step) {
+        arena.begin_round(sig, std::min(step, largest - off));
+        const size_t mine_now = off < my_bytes ? std::min(step, my_bytes - off) : 0;
+        if (mine_now > 0) {
             co_await arena.buffer_free();
-            std::memcpy(arena.own_buffer(), mine + off, std::min(piece, my_bytes - off));
+            std::memcpy(arena.own_buffer(), mine + off, mine_now);
         }
         arena.ready();
+        if (mine_now > 0 && mine != my_out)  // while the peers read it
+            copy_out(my_out + off, arena.own_buffer(), mine_now, stream);
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r) {
-            size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
-            if (r == me || off >= bytes) continue;
+        for (int i = 1; i < n; ++i) {  // from the next rank on, so that ranks read different peers
+            const int r = (me + i) % n;
+            const size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
+            if (off >= bytes) continue;
             copy_out(out + offset[size_t(r)] + off, arena.peer_buffer(r),
-                     std::min(piece, bytes - off), stream);
+                     std::min(step, bytes - off), stream);
         }
         arena.done();
     }

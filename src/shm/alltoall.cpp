@@ -6,6 +6,7 @@
 #include "core/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
+#include "shm/copy.h"
 
 namespace ccl::shm {
 
@@ -57,6 +58,15 @@ struct Layout {
     }
 };
 
+// The bytes of a round's buffer that rounds use: a quarter of an L2 (as allgatherv's pieces: the
+// pieces are still in the writer's cache when the peers read them) where that leaves every rank a
+// piece.
+size_t round_bytes(const Arena& arena, size_t reserve, int n) {
+    const size_t quarter = std::min(arena.buffer_size(), cache_piece_bytes() / 2);
+    return Layout::piece_bytes(quarter, reserve, n) >= Layout::kMinPiece ? quarter
+                                                                         : arena.buffer_size();
+}
+
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -97,7 +107,7 @@ Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, siz
 }
 
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
-               const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min) {
+               const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min, size_t cma_max) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n), ume = size_t(me);
     // The first round's records go in eager slots where they fit (up to 22 ranks): each crosses
@@ -109,23 +119,26 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     // The first round goes through a lane when one holds a piece per rank: small exchanges then
     // take one round with nothing to publish after it.
     const bool lane = Layout::piece_bytes(Arena::kLaneBytes, reserve, n) >= Layout::kMinPiece;
-    const Layout first(lane ? Arena::kLaneBytes : arena.buffer_size(), reserve, n),
-        full(arena.buffer_size(), 0, n);
+    const Layout first(lane ? Arena::kLaneBytes : round_bytes(arena, reserve, n), reserve, n),
+        full(round_bytes(arena, 0, n), 0, n);
     const bool single_copy = cma_min != SIZE_MAX;
     const size_t direct_min = single_copy ? std::min(cma_min, full.piece + 1) : SIZE_MAX;
+    // Whether a rank whose largest block is `largest` sends single copy: it then leaves its blocks
+    // out of the first round, and every rank goes single copy if any does.
+    auto sends_direct = [&](size_t largest) { return largest >= direct_min && largest < cma_max; };
     PerRank<size_t> sdispl(un + 1), rdispl(un + 1);
     byte_offsets(sendcounts, un, esize, sdispl.data());
     byte_offsets(recvcounts, un, esize, rdispl.data());
     const char* in = static_cast<const char*>(send);
     char* out = static_cast<char*>(recv);
+    size_t my_largest = 0;
+    for (size_t r = 0; r < un; ++r) my_largest = std::max(my_largest, sdispl[r + 1] - sdispl[r]);
     // In place, peers reading single-copy would see blocks this rank already overwrote.
     std::vector<char> staged;
     if (single_copy && in == out && sdispl[un] > 0) {
         staged.assign(in, in + sdispl[un]);
         in = staged.data();
     }
-    size_t my_largest = 0;
-    for (size_t r = 0; r < un; ++r) my_largest = std::max(my_largest, sdispl[r + 1] - sdispl[r]);
     const size_t to_peers = sdispl[un] - (sdispl[ume + 1] - sdispl[ume]);
     const uint64_t digest = count_digest(ume, un, sendcounts, recvcounts);
     const bool inlined = inlines(eager, record, to_peers, my_largest, first.piece);
@@ -139,7 +152,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         // The pieces first, the record last: readers poll the eager slot's first line, which
         // should move to them once, with the news.
         char* buf = static_cast<char*>(arena.own_buffer());
-        for (size_t r = 0; r < un && !inlined && my_largest < direct_min; ++r)
+        for (size_t r = 0; r < un && !inlined && !sends_direct(my_largest); ++r)
             if (const size_t bytes = sdispl[r + 1] - sdispl[r]; r != ume && bytes > 0)
                 std::memcpy(first.at(buf, r), in + sdispl[r], std::min(first.piece, bytes));
         char* rec = eager ? static_cast<char*>(arena.own_eager()) : buf;
@@ -167,6 +180,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         co_await arena.all_ready();
     }
     size_t largest = my_largest;
+    bool direct = sends_direct(my_largest);
     uint64_t sum = digest;
     for (size_t r = 0; r < un; ++r) {
         if (r == ume) continue;
@@ -182,6 +196,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                            std::to_string(count) + " elements to rank " + std::to_string(me) +
                            ", which expects " + std::to_string(recvcounts[r]));
         largest = std::max<size_t>(largest, head_of(rec).largest);
+        direct = direct || sends_direct(head_of(rec).largest);
         sum += head_of(rec).digest;
     }
     if (sum != 0)
@@ -189,10 +204,10 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                    "alltoallv counts disagree: some rank's sendcounts do not match what its "
                    "receiver's recvcounts expect (the ranks concerned name the pair)");
     // My own block never goes through the arena.
+    const bool stream = rdispl[un] >= kStreamMinBytes;
     if (const size_t own = sdispl[ume + 1] - sdispl[ume];
         own > 0 && in + sdispl[ume] != out + rdispl[ume])
-        std::memcpy(out + rdispl[ume], in + sdispl[ume], own);
-    const bool direct = largest >= direct_min;
+        copy_out(out + rdispl[ume], in + sdispl[ume], own, stream);
     for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
         const size_t r = size_t((me + i) % n), bytes = rdispl[r + 1] - rdispl[r];
         if (bytes == 0) continue;
@@ -245,8 +260,8 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         for (size_t r = 0; r < un; ++r) {
             const size_t bytes = rdispl[r + 1] - rdispl[r];
             if (r != ume && off < bytes)
-                std::memcpy(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), ume),
-                            std::min(full.piece, bytes - off));
+                copy_out(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), ume),
+                         std::min(full.piece, bytes - off), stream);
         }
         arena.done();
     }

@@ -188,6 +188,15 @@ TEST(Alltoallv, LargeBlocks) {
         return (from + to) % 3 == 0 ? 0 : 11;
     };
     EXPECT_TRUE(run_alltoallv(world(), CCL_FLOAT64, mixed, ++seed));
+    // Rank 0's blocks large, rank 1's mid-size (24 KB), the rest small: where single copy takes
+    // blocks from the one size below the other (the .cma variant: from 8 KiB, below 64 KiB), rank
+    // 1 goes single copy and every rank with it, rank 0's large blocks too.
+    auto bounded = [](int from, int to) -> size_t {
+        if (from == 0) return large_count(CCL_FLOAT64) + size_t(to);
+        if (from == 1) return 3000 + size_t(to);
+        return (from + to) % 3 == 0 ? 0 : 11;
+    };
+    EXPECT_TRUE(run_alltoallv(world(), CCL_FLOAT64, bounded, ++seed));
 }
 
 // Each collective nonblocking, waited on right away.

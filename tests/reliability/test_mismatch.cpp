@@ -166,9 +166,10 @@ bool single_copy_works() {
            every == 1;
 }
 
-// The last rank's receive buffer of an allgather has a page without access where rank 0's block
+// The last rank's receive buffer of an all-to-all has a page without access where rank 0's block
 // goes. Blocks of 1 MiB go single copy wherever it works (the probed block size is at most
-// 512 KiB), so the kernel copies rank 0's block straight into that page and refuses: that rank
+// 512 KiB, and all-to-all blocks stay single copy below 4 MiB at least), so the kernel copies rank
+// 0's block straight into that page and refuses: that rank
 // fails with CCL_ERROR_SYSTEM naming the transfer, and its peers, which wait for it to finish
 // reading their buffers, learn it at once instead of at CCL_TIMEOUT.
 TEST(Misuse, BufferTheKernelCannotFill) {
@@ -178,8 +179,8 @@ TEST(Misuse, BufferTheKernelCannotFill) {
     if (!single_copy_works()) GTEST_SKIP() << "single copy is not allowed here";
     constexpr size_t kBlock = size_t(1) << 20;
     const bool bad = g_rank == g_size - 1;
-    std::vector<char> send(kBlock, char(g_rank + 1));
     const size_t bytes = kBlock * size_t(g_size);
+    std::vector<char> send(bytes, char(g_rank + 1));
     void* recv = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(recv, MAP_FAILED);
     if (bad) {
@@ -188,14 +189,14 @@ TEST(Misuse, BufferTheKernelCannotFill) {
     ccl_comm_t c = nullptr;
     CCL_OK(ccl_comm_create_from_env(&c));
     auto t = Clock::now();
-    ccl_result_t r = ccl_allgather(send.data(), recv, kBlock, CCL_INT8, c, nullptr, nullptr);
+    ccl_result_t r = ccl_alltoall(send.data(), recv, kBlock, CCL_INT8, c, nullptr, nullptr);
     double took = std::chrono::duration<double>(Clock::now() - t).count();
     if (bad) {
         EXPECT_EQ(r, CCL_ERROR_SYSTEM) << ccl_last_error();
         EXPECT_NE(std::string(ccl_last_error()).find("process_vm_readv"), std::string::npos)
             << ccl_last_error();
     } else {
-        EXPECT_NE(r, CCL_SUCCESS) << "rank " << g_rank << " finished an allgather its peer failed";
+        EXPECT_NE(r, CCL_SUCCESS) << "rank " << g_rank << " finished an all-to-all its peer failed";
     }
     EXPECT_LT(took, 5.0) << "rank " << g_rank << " learned of the failure at its deadline";
     EXPECT_NE(ccl_barrier(c, nullptr), CCL_SUCCESS);

@@ -67,7 +67,12 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(cma.allreduce_algo, "cma");
     EXPECT_EQ(cma.allreduce_cma_min, 1u << 20);
     EXPECT_EQ(cma.allreduce_cma_max, 64u << 20);
-    EXPECT_EQ(parse({}).cma_min, 0u);  // auto
+    EXPECT_EQ(parse({}).cma_min, 0u);            // auto
+    EXPECT_EQ(parse({}).allgather_cma_max, 0u);  // auto
+    EXPECT_EQ(parse({}).alltoall_cma_max, 0u);
+    EXPECT_EQ(parse({{"CCL_ALLGATHER_CMA_MAX", "auto"}}).allgather_cma_max, 0u);
+    EXPECT_EQ(parse({{"CCL_ALLGATHER_CMA_MAX", "1G"}}).allgather_cma_max, 1u << 30);
+    EXPECT_EQ(parse({{"CCL_ALLTOALL_CMA_MAX", "64K"}}).alltoall_cma_max, 64u << 10);
     EXPECT_EQ(parse({}).poll_time_us, 20000);
     EXPECT_EQ(parse({{"CCL_POLL_TIME_US", "0"}}).poll_time_us, 0);
     EXPECT_EQ(parse({{"CCL_POLL_TIME_US", "500"}}).poll_time_us, 500);
@@ -94,6 +99,9 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_ALLREDUCE", "ring");
     expect_rejected("CCL_ALLREDUCE_CMA_MIN", "lots");
     expect_rejected("CCL_ALLREDUCE_CMA_MAX", "-1");
+    expect_rejected("CCL_ALLGATHER_CMA_MAX", "big");
+    expect_rejected("CCL_ALLGATHER_CMA_MAX", "0");
+    expect_rejected("CCL_ALLTOALL_CMA_MAX", "-4K");
     expect_rejected("CCL_CMA_MIN", "0");
     expect_rejected("CCL_CMA_MIN", "some");
 }

@@ -53,6 +53,10 @@ std::string settings(const ccl::Config& c) {
            line("CCL_SHM_BUFFER_SIZE", std::to_string(c.shm_buffer_size)) +
            line("CCL_SINGLE_COPY", c.single_copy ? "1" : "0") +
            line("CCL_CMA_MIN", c.cma_min ? std::to_string(c.cma_min) : "auto") +
+           line("CCL_ALLGATHER_CMA_MAX",
+                c.allgather_cma_max ? std::to_string(c.allgather_cma_max) : "auto") +
+           line("CCL_ALLTOALL_CMA_MAX",
+                c.alltoall_cma_max ? std::to_string(c.alltoall_cma_max) : "auto") +
            line("CCL_POLL_TIME_US", std::to_string(c.poll_time_us)) +
            line("CCL_ALLREDUCE", c.allreduce_algo) +
            line("CCL_ALLREDUCE_DIRECT_MAX", std::to_string(c.allreduce_direct_max)) +

@@ -364,15 +364,17 @@ bool Communicator::probe_single_copy() {
     const bool cheap = cma_min_ <= kCheapCmaBlock;
     allgather_cma_max_ = agreed[3] ? size_t(agreed[3]) : cheap ? size_t(32) << 20 : 0;
     alltoall_cma_max_ = agreed[4] ? size_t(agreed[4]) : cheap ? SIZE_MAX : size_t(4) << 20;
+    auto below = [](size_t bound) {
+        return bound == 0          ? std::string("none")
+               : bound == SIZE_MAX ? std::string("any size")
+                                   : "below " + std::to_string(bound >> 10) + " KiB";
+    };
     if (every && rank_ == 0)
         log().info(
-            "single copy for blocks from {} KiB ({}), allgathers below {} KiB, all-to-all blocks "
-            "below {}",
+            "single copy for blocks from {} KiB ({}); allgathers: {}; all-to-all blocks: {}",
             cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
-            allgather_cma_max_ >> 10,
-            alltoall_cma_max_ == SIZE_MAX ? std::string("any size")
-                                          : std::to_string(alltoall_cma_max_ >> 10) + " KiB");
+            below(allgather_cma_max_), below(alltoall_cma_max_));
     return every;
 }
 

@@ -58,11 +58,9 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
         arena.done();
         co_return;
     }
-    // Pieces of a quarter of an L2, not whole buffers: a piece is still in this core's cache when
-    // this rank copies it out to its own block, and in the writer's when the peers read it, the
-    // next one beside it. (2 ranks, 8 MiB blocks: 2-copy in 1 MiB pieces took 2.5 ms on the
-    // Xeon host, in 512 KiB 1.8; on the AMD VM 1 MiB pieces took twice as long as 128-512 KiB.)
-    const size_t step = std::min(piece, cache_piece_bytes() / 2);
+    // Exchange pieces, not whole buffers: this rank also copies its own block out of its piece,
+    // while that is still in its cache.
+    const size_t step = std::min(piece, exchange_piece_bytes());
     const bool stream = offset.back() >= kStreamMinBytes;
     char* my_out = out + offset[size_t(me)];
     for (size_t off = 0; off < largest; off += step) {

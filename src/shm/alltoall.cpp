@@ -58,13 +58,12 @@ struct Layout {
     }
 };
 
-// The bytes of a round's buffer that rounds use: a quarter of an L2 (as allgatherv's pieces: the
-// pieces are still in the writer's cache when the peers read them) where that leaves every rank a
-// piece.
+// The bytes of a round's buffer that rounds use: those of an exchange piece (copy.h) where that
+// leaves every rank a piece, else the whole buffer.
 size_t round_bytes(const Arena& arena, size_t reserve, int n) {
-    const size_t quarter = std::min(arena.buffer_size(), cache_piece_bytes() / 2);
-    return Layout::piece_bytes(quarter, reserve, n) >= Layout::kMinPiece ? quarter
-                                                                         : arena.buffer_size();
+    const size_t bytes = std::min(arena.buffer_size(), exchange_piece_bytes());
+    return Layout::piece_bytes(bytes, reserve, n) >= Layout::kMinPiece ? bytes
+                                                                       : arena.buffer_size();
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser

@@ -121,10 +121,10 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
 // Block j of send (sendcounts[j] elements) to rank j. In the first round every rank publishes a
 // record (in its eager slot where it fits, with the blocks too when they fit beside it): per
 // destination the count, and its share of a digest of the whole count matrix, so a receiver checks
-// its own column exactly and every rank the whole matrix: all fail alike on a mismatch. Once the
-// largest block reaches `cma_min` bytes (shm/cma.h; SIZE_MAX: never), or is larger than a buffer's
-// share and single copy is allowed, and is below `cma_max`, every block goes straight from sender
-// to receiver; else through the arena, in pieces.
+// its own column exactly and every rank the whole matrix: all fail alike on a mismatch. If any
+// rank's largest block reaches `cma_min` bytes (shm/cma.h; SIZE_MAX: never), or is larger than a
+// round's share and single copy is allowed, and is below `cma_max`, every block goes straight from
+// sender to receiver; else through the arena, in pieces.
 Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min, size_t cma_max);
 

@@ -169,9 +169,9 @@ bool single_copy_works() {
 // The last rank's receive buffer of an all-to-all has a page without access where rank 0's block
 // goes. Blocks of 1 MiB go single copy wherever it works (the probed block size is at most
 // 512 KiB, and all-to-all blocks stay single copy below 4 MiB at least), so the kernel copies rank
-// 0's block straight into that page and refuses: that rank
-// fails with CCL_ERROR_SYSTEM naming the transfer, and its peers, which wait for it to finish
-// reading their buffers, learn it at once instead of at CCL_TIMEOUT.
+// 0's block straight into that page and refuses: that rank fails with CCL_ERROR_SYSTEM naming the
+// transfer, and its peers, which wait for it to finish reading their buffers, learn it at once
+// instead of at CCL_TIMEOUT.
 TEST(Misuse, BufferTheKernelCannotFill) {
     if (g_size < 2) GTEST_SKIP() << "needs two ranks";
     if (std::getenv("CCL_SINGLE_COPY") || std::getenv("CCL_CMA_MIN"))

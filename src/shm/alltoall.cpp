@@ -12,21 +12,37 @@ namespace ccl::shm {
 
 namespace {
 
-// What a sender tells its receivers in the first round: its largest block, its share of the
-// count matrix's digest, where its send buffer is (single copy reads from there) and its count
-// for every destination; then, when they fit (`inlines`), its blocks for its peers, packed in
-// destination order. Each receiver learns all it needs from one record per peer: at 2 ranks a
-// record and an 8 B exchange's block share one cache line.
+// What a sender tells its receivers in the first round: its share of the count matrix's digest,
+// where its send buffer is (single copy reads from there) and its count for every destination
+// (4 bytes each where every count fits, else 8; its largest block follows from them); then, when
+// they fit (`inlines`), its blocks for its peers, packed in destination order. Each receiver learns
+// all it needs from one record per peer: at 2 ranks a record (24 bytes) and a 64 B exchange's
+// block share one cache line of an eager slot.
 struct Head {
-    uint64_t largest;  // the sender's largest block, bytes
-    uint64_t digest;   // its share of the count matrix's digest (count_digest)
+    uint64_t digest;   // its share of the digest (count_digest: even) | 1 if its counts are wide
     const char* base;  // its send buffer
 };
-size_t record_bytes(size_t n) { return sizeof(Head) + n * sizeof(uint64_t); }
-const Head& head_of(const char* record) { return *reinterpret_cast<const Head*>(record); }
-const uint64_t* counts_of(const char* record) {
-    return reinterpret_cast<const uint64_t*>(record + sizeof(Head));
+size_t record_bytes(size_t n, bool wide) {
+    return sizeof(Head) + n * (wide ? sizeof(uint64_t) : sizeof(uint32_t));
 }
+bool wide_counts(const size_t* counts, size_t n) {
+    return std::any_of(counts, counts + n, [](size_t c) { return c > UINT32_MAX; });
+}
+// A record as its receivers read it.
+struct Record {
+    const char* p;
+    const Head& head() const { return *reinterpret_cast<const Head*>(p); }
+    bool wide() const { return head().digest & 1; }
+    uint64_t digest() const { return head().digest & ~uint64_t(1); }
+    size_t bytes(size_t n) const { return record_bytes(n, wide()); }
+    uint64_t count(size_t to) const {
+        uint64_t c;
+        if (wide()) return std::memcpy(&c, p + sizeof(Head) + to * 8, 8), c;
+        uint32_t narrow;
+        std::memcpy(&narrow, p + sizeof(Head) + to * 4, 4);
+        return narrow;
+    }
+};
 // Whether a sender's blocks travel in its record: the sender and its receivers decide alike, from
 // what the record says. Blocks that fit are smaller than a first-round piece, so rounds after the
 // first never see them.
@@ -71,8 +87,9 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
+// Even, so that shares and their sums are even and a share's lowest bit is free (Head::digest).
 uint64_t pair_term(size_t from, size_t to, uint64_t count) {
-    return mix(mix(uint64_t(from) << 32 | uint64_t(to)) ^ count);
+    return mix(mix(uint64_t(from) << 32 | uint64_t(to)) ^ count) & ~uint64_t(1);
 }
 
 // Rank `me`'s share of a digest of the count matrix: its sends (row) counted in, its receives
@@ -109,12 +126,14 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min, size_t cma_max) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n), ume = size_t(me);
-    // The first round's records go in eager slots where they fit (up to 22 ranks): each crosses
-    // between the cores with the news of it, and small blocks with it (2 ranks, 8 B: one miss per
-    // call where a flag and then a lane line took two). Else they head the round's buffer.
-    const size_t record = record_bytes(un);
-    const bool eager = record <= Arena::kEagerBytes;
-    const size_t reserve = eager ? 0 : (record + 63) / 64 * 64;
+    // The first round's records go in eager slots where they fit at any width (up to 45 ranks):
+    // each crosses between the cores with the news of it, and small blocks with it (2 ranks, 8 B:
+    // one miss per call where a flag and then a lane line took two). Else they head the round's
+    // buffer, in room for the widest.
+    const bool wide = wide_counts(sendcounts, un);
+    const size_t record = record_bytes(un, wide);
+    const bool eager = record_bytes(un, true) <= Arena::kEagerBytes;
+    const size_t reserve = eager ? 0 : (record_bytes(un, true) + 63) / 64 * 64;
     // The first round goes through a lane when one holds a piece per rank: small exchanges then
     // take one round with nothing to publish after it.
     const bool lane = Layout::piece_bytes(Arena::kLaneBytes, reserve, n) >= Layout::kMinPiece;
@@ -155,11 +174,13 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             if (const size_t bytes = sdispl[r + 1] - sdispl[r]; r != ume && bytes > 0)
                 std::memcpy(first.at(buf, r), in + sdispl[r], std::min(first.piece, bytes));
         char* rec = eager ? static_cast<char*>(arena.own_eager()) : buf;
-        *reinterpret_cast<Head*>(rec) = {my_largest, digest, in};
-        uint64_t* counts = reinterpret_cast<uint64_t*>(rec + sizeof(Head));
+        *reinterpret_cast<Head*>(rec) = {digest | uint64_t(wide), in};
         char* packed = rec + record;
         for (size_t r = 0; r < un; ++r) {
-            counts[r] = sendcounts[r];
+            if (wide)
+                reinterpret_cast<uint64_t*>(rec + sizeof(Head))[r] = sendcounts[r];
+            else
+                reinterpret_cast<uint32_t*>(rec + sizeof(Head))[r] = uint32_t(sendcounts[r]);
             // (No copy of nothing: the buffers of an empty exchange may be null.)
             if (const size_t bytes = sdispl[r + 1] - sdispl[r]; inlined && r != ume && bytes > 0) {
                 std::memcpy(packed, in + sdispl[r], bytes);
@@ -168,8 +189,13 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         }
     }
     auto record_of = [&](size_t r) {
-        return static_cast<const char*>(eager ? arena.peer_eager(int(r))
-                                              : arena.peer_buffer(int(r)));
+        return Record{
+            static_cast<const char*>(eager ? arena.peer_eager(int(r)) : arena.peer_buffer(int(r)))};
+    };
+    auto largest_of = [&](const Record& rec) {
+        uint64_t most = 0;
+        for (size_t d = 0; d < un; ++d) most = std::max(most, rec.count(d));
+        return size_t(most) * esize;
     };
     if (eager) {
         arena.publish_eager();
@@ -185,18 +211,20 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         if (r == ume) continue;
         // Its record, and its blocks if it sends every rank as much as this one.
         if (eager) {
-            const size_t guess = record + (un - 1) * (rdispl[r + 1] - rdispl[r]);
-            co_await arena.eager_ready(int(r), guess <= Arena::kEagerBytes ? guess : record);
+            const size_t narrow = record_bytes(un, false),
+                         guess = narrow + (un - 1) * (rdispl[r + 1] - rdispl[r]);
+            co_await arena.eager_ready(int(r), guess <= Arena::kEagerBytes ? guess : narrow);
         }
-        const char* rec = record_of(r);
-        if (const uint64_t count = counts_of(rec)[ume]; count != recvcounts[r])
+        const Record rec = record_of(r);
+        if (const uint64_t count = rec.count(ume); count != recvcounts[r])
             arena.fail(CCL_ERROR_INVALID_USAGE,
                        "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
                            std::to_string(count) + " elements to rank " + std::to_string(me) +
                            ", which expects " + std::to_string(recvcounts[r]));
-        largest = std::max<size_t>(largest, head_of(rec).largest);
-        direct = direct || sends_direct(head_of(rec).largest);
-        sum += head_of(rec).digest;
+        const size_t its_largest = largest_of(rec);
+        largest = std::max(largest, its_largest);
+        direct = direct || sends_direct(its_largest);
+        sum += rec.digest();
     }
     if (sum != 0)
         arena.fail(CCL_ERROR_INVALID_USAGE,
@@ -210,20 +238,21 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
         const size_t r = size_t((me + i) % n), bytes = rdispl[r + 1] - rdispl[r];
         if (bytes == 0) continue;
-        const char* rec = record_of(r);
-        const uint64_t* counts = counts_of(rec);
+        const Record rec = record_of(r);
         // Its block for this rank follows its blocks for the ranks before this one: `at` bytes
         // into its send buffer, and (its own block not being packed) `before` into its record.
-        size_t at = 0, to_peers = 0;
+        size_t at = 0, to_peers = 0, its_largest = 0;
         for (size_t d = 0; d < un; ++d) {
-            if (d < ume) at += counts[d] * esize;
-            if (d != r) to_peers += counts[d] * esize;
+            const size_t block = rec.count(d) * esize;
+            if (d < ume) at += block;
+            if (d != r) to_peers += block;
+            its_largest = std::max(its_largest, block);
         }
-        const size_t before = at - (r < ume ? counts[r] * esize : 0);
-        if (inlines(eager, record, to_peers, head_of(rec).largest, first.piece)) {
-            std::memcpy(out + rdispl[r], rec + record + before, bytes);
+        const size_t before = at - (r < ume ? rec.count(r) * esize : 0);
+        if (inlines(eager, rec.bytes(un), to_peers, its_largest, first.piece)) {
+            std::memcpy(out + rdispl[r], rec.p + rec.bytes(un) + before, bytes);
         } else if (direct) {
-            cma_read(arena.peer_pid(int(r)), out + rdispl[r], head_of(rec).base + at, bytes);
+            cma_read(arena.peer_pid(int(r)), out + rdispl[r], rec.head().base + at, bytes);
         } else {
             std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), ume),
                         std::min(first.piece, bytes));

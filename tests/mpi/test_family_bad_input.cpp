@@ -4,6 +4,9 @@
 // match, other roots or counts, small rounds against others) get CCL_ERROR_INVALID_USAGE on every
 // rank (across nodes: the ranks that see it; the others' next call fails), on communicators made
 // for the purpose, leaving the main one working.
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -382,6 +385,34 @@ TEST(FamilyMismatch, AlltoallvCountsDisagreeOnOneRank) {
             return r;
         },
         may_succeed);
+}
+
+// A count that needs more than 32 bits travels in a wide record (shm/alltoall.cpp packs counts
+// in 4 bytes where they all fit): rank 0 claims 2^32 + 1 bytes for its last peer, which expects
+// one. The peer must name the count as sent; read as 4 bytes it would be 1 and match. The send
+// buffer is reserved address space only: the call fails before anything is read past its start.
+TEST(FamilyMismatch, AlltoallvWideCountDisagrees) {
+    if (g_size < 2) GTEST_SKIP() << "needs two ranks";
+    if (across_nodes()) GTEST_SKIP() << "a 4 GiB message across nodes";
+    constexpr size_t kWide = (size_t(1) << 32) + 1;
+    const size_t map_bytes = kWide + size_t(g_size);
+    void* map =
+        mmap(nullptr, map_bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+    std::string message;
+    expect_breaks("a wide count", [&](ccl_comm_t c) {
+        std::vector<size_t> sc(size_t(g_size), 1), rc(size_t(g_size), 1);
+        if (g_rank == 0) sc[size_t(g_size - 1)] = kWide;
+        std::vector<int8_t> d(size_t(g_size), -1);
+        ccl_result_t r =
+            ccl_alltoallv(map, sc.data(), d.data(), rc.data(), CCL_INT8, c, nullptr, nullptr);
+        message = ccl_last_error();
+        return r;
+    });
+    if (g_rank == g_size - 1) {
+        EXPECT_NE(message.find("rank 0 sends 4294967297 elements"), std::string::npos) << message;
+    }
+    munmap(map, map_bytes);
 }
 
 TEST(FamilyMismatch, RootsOrCountsDisagree) {

@@ -135,9 +135,9 @@ void* Arena::peer_buffer(int peer, int ahead) const {
 
 std::atomic<uint32_t>& Arena::flag_waiters(int r) const { return flag(r).waiters; }
 
-Arena::EagerSlot* Arena::eager_slot(int r) const {
+Arena::EagerSlot* Arena::eager_slot(int r, uint64_t ahead) const {
     return reinterpret_cast<EagerSlot*>(static_cast<char*>(seg_.data()) + eager_offset_) +
-           size_t(r) * kLanes + round_ % kLanes;
+           size_t(r) * kLanes + (round_ + ahead) % kLanes;
 }
 
 void Arena::publish_eager(const void* data, size_t bytes) {
@@ -157,6 +157,8 @@ void Arena::prefetch_eager() const {
     for (int r = 0; r < nranks_; ++r)
         if (r != rank_) __builtin_prefetch(eager_slot(r));
 }
+
+void Arena::prefetch_next_eager(int writer) const { __builtin_prefetch(eager_slot(writer, 1)); }
 
 Arena::EagerWatch Arena::eager_ready(int peer, size_t bytes) {
     return EagerWatch(*this, peer, bytes);

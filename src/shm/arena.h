@@ -100,6 +100,11 @@ public:
     // A reader of every peer's slot calls this first: the slots' first lines then load at once
     // instead of one miss after another (16 ranks: 15 cross-core misses in a row otherwise).
     void prefetch_eager() const;
+    // A reader of a writer that runs ahead of it (a broadcast's root, a reduce's others) calls this
+    // at the end of a round: the writer's slot for the next round, likely written already, then
+    // loads while this rank returns and makes its next call, instead of as a miss in that call's
+    // wait.
+    void prefetch_next_eager(int writer) const;
     class EagerWatch;
     EagerWatch eager_ready(int peer, size_t bytes = SIZE_MAX);  // bytes: see EagerWatch
     int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }
@@ -153,7 +158,7 @@ private:
         uint32_t signature;
         char data[kEagerBytes];
     };
-    EagerSlot* eager_slot(int r) const;  // rank r's slot of the current round
+    EagerSlot* eager_slot(int r, uint64_t ahead = 0) const;  // rank r's slot, this round + ahead
     // The peer published its flag in this round but no eager data: a mismatch (throws), unless
     // the data is there after all (true). Publishes this rank's flag first.
     bool eager_or_mismatch(int peer, EagerSlot* slot);

@@ -15,6 +15,7 @@ void broadcast_eager(Arena& arena, uint32_t sig, void* buf, size_t bytes, int ro
     } else {
         wait_now(arena.eager_ready(root));
         std::memcpy(buf, arena.peer_eager(root), bytes);
+        arena.prefetch_next_eager(root);
     }
     arena.done();
 }
@@ -28,6 +29,7 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
         } else {
             co_await arena.eager_ready(root);
             std::memcpy(buf, arena.peer_eager(root), bytes);
+            arena.prefetch_next_eager(root);
         }
         arena.done();
         co_return;

@@ -25,6 +25,8 @@ void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size
             srcs[r] = r == root ? send : arena.peer_eager(r);
         }
         reduce(recv, srcs.data(), n, count, dtype, op, n);
+        for (int r = 0; r < n; ++r)
+            if (r != root) arena.prefetch_next_eager(r);
     }
     arena.done();
 }
@@ -47,6 +49,8 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
                 srcs[r] = r == root ? send : arena.peer_eager(r);
             }
             reduce(recv, srcs.data(), n, count, dtype, op, n);
+            for (int r = 0; r < n; ++r)
+                if (r != root) arena.prefetch_next_eager(r);
         }
         arena.done();
         co_return;

@@ -151,9 +151,11 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     char* out = static_cast<char*>(recv);
     size_t my_largest = 0;
     for (size_t r = 0; r < un; ++r) my_largest = std::max(my_largest, sdispl[r + 1] - sdispl[r]);
-    // In place, peers reading single-copy would see blocks this rank already overwrote.
+    // In place, peers reading single-copy would see blocks this rank already overwrote. Only an
+    // alltoall runs in place (ccl.h), where every rank's blocks are alike: this rank's choice is
+    // every rank's, and through the arena each round copies its pieces in before any out.
     std::vector<char> staged;
-    if (single_copy && in == out && sdispl[un] > 0) {
+    if (in == out && sends_direct(my_largest) && sdispl[un] > 0) {
         staged.assign(in, in + sdispl[un]);
         in = staged.data();
     }

@@ -28,6 +28,15 @@ size_t record_bytes(size_t n, bool wide) {
 bool wide_counts(const size_t* counts, size_t n) {
     return std::any_of(counts, counts + n, [](size_t c) { return c > UINT32_MAX; });
 }
+// Writes a record's counts (after its Head), as Record::count reads them.
+void put_counts(char* record, const size_t* counts, size_t n, bool wide) {
+    for (size_t r = 0; r < n; ++r) {
+        if (wide)
+            reinterpret_cast<uint64_t*>(record + sizeof(Head))[r] = counts[r];
+        else
+            reinterpret_cast<uint32_t*>(record + sizeof(Head))[r] = uint32_t(counts[r]);
+    }
+}
 // A record as its receivers read it.
 struct Record {
     const char* p;
@@ -177,14 +186,11 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                 std::memcpy(first.at(buf, r), in + sdispl[r], std::min(first.piece, bytes));
         char* rec = eager ? static_cast<char*>(arena.own_eager()) : buf;
         *reinterpret_cast<Head*>(rec) = {digest | uint64_t(wide), in};
+        put_counts(rec, sendcounts, un, wide);
         char* packed = rec + record;
-        for (size_t r = 0; r < un; ++r) {
-            if (wide)
-                reinterpret_cast<uint64_t*>(rec + sizeof(Head))[r] = sendcounts[r];
-            else
-                reinterpret_cast<uint32_t*>(rec + sizeof(Head))[r] = uint32_t(sendcounts[r]);
+        for (size_t r = 0; r < un && inlined; ++r) {
             // (No copy of nothing: the buffers of an empty exchange may be null.)
-            if (const size_t bytes = sdispl[r + 1] - sdispl[r]; inlined && r != ume && bytes > 0) {
+            if (const size_t bytes = sdispl[r + 1] - sdispl[r]; r != ume && bytes > 0) {
                 std::memcpy(packed, in + sdispl[r], bytes);
                 packed += bytes;
             }
@@ -193,11 +199,6 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     auto record_of = [&](size_t r) {
         return Record{
             static_cast<const char*>(eager ? arena.peer_eager(int(r)) : arena.peer_buffer(int(r)))};
-    };
-    auto largest_of = [&](const Record& rec) {
-        uint64_t most = 0;
-        for (size_t d = 0; d < un; ++d) most = std::max(most, rec.count(d));
-        return size_t(most) * esize;
     };
     if (eager) {
         arena.publish_eager();
@@ -208,6 +209,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     }
     size_t largest = my_largest;
     bool direct = sends_direct(my_largest);
+    PerRank<size_t> largest_of(un);  // each peer's largest block, from its record
     uint64_t sum = digest;
     for (size_t r = 0; r < un; ++r) {
         if (r == ume) continue;
@@ -223,9 +225,11 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                        "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
                            std::to_string(count) + " elements to rank " + std::to_string(me) +
                            ", which expects " + std::to_string(recvcounts[r]));
-        const size_t its_largest = largest_of(rec);
-        largest = std::max(largest, its_largest);
-        direct = direct || sends_direct(its_largest);
+        uint64_t most = 0;
+        for (size_t d = 0; d < un; ++d) most = std::max(most, rec.count(d));
+        largest_of[r] = size_t(most) * esize;
+        largest = std::max(largest, largest_of[r]);
+        direct = direct || sends_direct(largest_of[r]);
         sum += rec.digest();
     }
     if (sum != 0)
@@ -243,15 +247,14 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         const Record rec = record_of(r);
         // Its block for this rank follows its blocks for the ranks before this one: `at` bytes
         // into its send buffer, and (its own block not being packed) `before` into its record.
-        size_t at = 0, to_peers = 0, its_largest = 0;
+        size_t at = 0, to_peers = 0;
         for (size_t d = 0; d < un; ++d) {
             const size_t block = rec.count(d) * esize;
             if (d < ume) at += block;
             if (d != r) to_peers += block;
-            its_largest = std::max(its_largest, block);
         }
         const size_t before = at - (r < ume ? rec.count(r) * esize : 0);
-        if (inlines(eager, rec.bytes(un), to_peers, its_largest, first.piece)) {
+        if (inlines(eager, rec.bytes(un), to_peers, largest_of[r], first.piece)) {
             std::memcpy(out + rdispl[r], rec.p + rec.bytes(un) + before, bytes);
         } else if (direct) {
             cma_read(arena.peer_pid(int(r)), out + rdispl[r], rec.head().base + at, bytes);

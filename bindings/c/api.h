@@ -114,11 +114,8 @@ public:
             object = s.live.load(std::memory_order_acquire);
             if (s.gen.load(std::memory_order_relaxed) != h >> kGenShift) object = nullptr;
         }
-        if (!object)
-            throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                        handle ? std::string(what) + " handle is not valid (destroyed, or not a " +
-                                     what + ")"
-                               : std::string(what) + " handle is NULL");
+        if (!object) [[unlikely]]
+            invalid(handle, what);
         return *object;
     }
     std::shared_ptr<T> remove(const void* handle, const char* what) {
@@ -144,6 +141,14 @@ private:
         std::atomic<uintptr_t> gen{0};  // changed only while free
         std::shared_ptr<T> object;      // mu_ held
     };
+    // Out of line, so that use() inlines to a few loads and compares.
+    [[noreturn, gnu::cold, gnu::noinline]] static void invalid(const void* handle,
+                                                               const char* what) {
+        throw Error(
+            CCL_ERROR_INVALID_ARGUMENT,
+            handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
+                   : std::string(what) + " handle is NULL");
+    }
     static uintptr_t index(const void* handle) {
         return (reinterpret_cast<uintptr_t>(handle) & kGenMask) >> 4;
     }

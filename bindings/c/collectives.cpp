@@ -202,6 +202,9 @@ void submit_general(Communicator& comm, const CollSignature& sig, const Buffers&
     dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
 }
 
+// The options of a call with no match_id: made once, not per call.
+const CallOptions kPlainCall{};
+
 // Runs, queues or records (in a group) a checked call, as its attributes and `req` ask. The
 // common case (host buffers, no stream, no group, no match_id) takes a few branches here: the
 // cost of a small blocking call is mostly its instructions (docs/performance.md, session 12).
@@ -219,7 +222,12 @@ void submit(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
             return;
         }
     }
-    dispatch(comm, comm.schedule_for(sig, {}), bufs, attr, req);
+    const std::shared_ptr<const Schedule>& schedule = comm.schedule_for(sig, kPlainCall);
+    if (!req) {  // dispatch's first case, one call less on the path of a blocking call
+        comm.run(schedule, bufs);
+        return;
+    }
+    dispatch(comm, schedule, bufs, attr, req);
 }
 
 }  // namespace

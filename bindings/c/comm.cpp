@@ -11,11 +11,6 @@
 
 namespace ccl::capi {
 
-HandleTable<Communicator, 2>& comm_table() {
-    static HandleTable<Communicator, 2> table;
-    return table;
-}
-
 namespace {
 
 // The KVS of the job that started this process, set up by the first ccl_comm_create_from_env

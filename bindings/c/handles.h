@@ -16,7 +16,11 @@ struct Kvs {
 };
 
 HandleTable<Kvs, 1>& kvs_table();
-HandleTable<Communicator, 2>& comm_table();
+// Inline: comm_table() is on the path of every call.
+inline HandleTable<Communicator, 2>& comm_table() {
+    static HandleTable<Communicator, 2> table;
+    return table;
+}
 HandleTable<Request, 3>& request_table();
 
 }  // namespace ccl::capi

@@ -417,14 +417,12 @@ void Communicator::check_broken_slow(bool peers) {
                 std::string("communicator is broken by an earlier failure: ") + broken_->what());
 }
 
-const std::shared_ptr<const Schedule>& Communicator::schedule_for(const CollSignature& sig,
+const std::shared_ptr<const Schedule>& Communicator::find_or_plan(const CollSignature& sig,
                                                                   const CallOptions& opts) {
-    check_broken(false);  // run() or start() looks at the peers
     if (opts.to_cache) {
         last_cached_ = schedule_cache().find(opts.match_id, id_, sig);
         if (last_cached_) return last_cached_;
     } else {
-        if (const auto& r = recent_[last_recent_]; r && r->sig == sig) return r;
         for (size_t i = 0; i < recent_.size(); ++i)
             if (recent_[i] && recent_[i]->sig == sig) {
                 last_recent_ = i;
@@ -501,7 +499,9 @@ ccl_result_t Communicator::async_error(std::string* message) {
     return arena_->peer_failure(message);
 }
 
-void Communicator::execute_now(const Schedule& schedule, const Buffers& bufs) {
+// Inlined: it is on the path of every blocking call.
+[[gnu::always_inline]] inline void Communicator::execute_now(const Schedule& schedule,
+                                                             const Buffers& bufs) {
     try {
         execute(schedule, bufs);
     } catch (const Error& e) {

@@ -104,7 +104,12 @@ public:
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
     // The reference stays valid until this thread's next schedule_for (copy it to keep it).
     const std::shared_ptr<const Schedule>& schedule_for(const CollSignature& sig,
-                                                        const CallOptions& opts);
+                                                        const CallOptions& opts) {
+        check_broken(false);  // run() or start() looks at the peers
+        if (const auto& r = recent_[last_recent_]; !opts.to_cache && r && r->sig == sig) [[likely]]
+            return r;
+        return find_or_plan(sig, opts);
+    }
 
     // Runs a schedule and returns when it is done: on this thread when none of this
     // communicator's work is queued, else behind the queued work. Sends never queue: they wait
@@ -149,6 +154,9 @@ public:
 
 private:
     void check_broken_slow(bool peers);
+    // schedule_for's other cases: the match_id cache, the other recent schedules, a new plan.
+    const std::shared_ptr<const Schedule>& find_or_plan(const CollSignature& sig,
+                                                        const CallOptions& opts);
     void execute_now(const Schedule& schedule, const Buffers& bufs);
     // Marks the communicator broken if the arena failed; `p2p`: the failed call was a send or
     // receive (a mismatched receive leaves the communicator usable).

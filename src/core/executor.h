@@ -17,7 +17,7 @@ namespace ccl {
 
 // Runs every step to completion on this thread, blocking in its waits (a step's plain form where
 // it has one); throws its failure.
-inline void execute(const Schedule& schedule, const Buffers& bufs) {
+[[gnu::always_inline]] inline void execute(const Schedule& schedule, const Buffers& bufs) {
     for (const Step& step : schedule.steps) {
         if (step.run)
             step.run(bufs);

@@ -1,6 +1,7 @@
 #include "core/group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/planner.h"
@@ -20,6 +21,9 @@ struct Recorded {
 // The depth apart from the calls: a trivially destructible thread-local costs no per-access
 // initialization check, and group_active() is on the path of every call.
 thread_local int group_depth = 0;
+// Groups open on any thread: while there are none, group_active() need not reach the thread-local
+// (in a shared library, a call through a TLS descriptor on the path of every call).
+std::atomic<int> open_groups{0};
 thread_local std::vector<Recorded> group_calls;
 
 // Issues calls[begin, end) as one unit: one fused step when there are several, else the call's own
@@ -61,9 +65,16 @@ size_t fusable_run(const std::vector<Recorded>& calls, size_t begin) {
 
 }  // namespace
 
-void group_start() { ++group_depth; }
+void group_start() {
+    ++group_depth;
+    open_groups.fetch_add(1, std::memory_order_relaxed);
+}
 
-bool group_active() { return group_depth > 0; }
+bool group_active() {
+    // This thread's own start is seen by its later loads; another thread's count only sends it
+    // to the thread-local.
+    return open_groups.load(std::memory_order_relaxed) != 0 && group_depth > 0;
+}
 
 void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, const Buffers& bufs,
                const CallOptions& opts, std::shared_ptr<Request> req) {
@@ -75,6 +86,7 @@ void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, con
 void group_end() {
     if (group_depth == 0)
         throw Error(CCL_ERROR_INVALID_USAGE, "ccl_group_end without a matching ccl_group_start");
+    open_groups.fetch_sub(1, std::memory_order_relaxed);
     if (--group_depth > 0) return;
     std::vector<Recorded> calls = std::move(group_calls);
     group_calls.clear();

@@ -20,10 +20,6 @@ constexpr uint64_t kMagic = 0x63636c2d61726e31ull;  // "ccl-arn1"
 constexpr size_t kPage = 4096;
 constexpr auto kMaxSleep = std::chrono::milliseconds(50);  // bounds every futex sleep
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
-// Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1);
-// the last kNearSigs also beside the flag, in its cache line, which a peer reads anyway.
-constexpr int kSigs = 64, kNearSigs = 15;
-static_assert(kSigs >= Arena::kLanes);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -39,17 +35,6 @@ struct Arena::Header {
     // sees the rank also sees the code.
     std::atomic<uint64_t> failed;
     // nranks pids follow (see pid()), for peer-liveness checks
-};
-
-// Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.
-struct alignas(128) Arena::Flag {
-    std::atomic<uint32_t> seq;                     // 2e-1: ready in round e, 2e: done with round e
-    std::atomic<uint32_t> near[kNearSigs];         // the signature of round e at [e % kNearSigs]
-    alignas(64) std::atomic<uint32_t> sig[kSigs];  // and at [e % kSigs]
-    // Peers sleeping on seq's futex (or on this rank's eager slots). On a line of its own: every
-    // publish loads it right after storing seq, and while a peer polls seq that store waits for
-    // the line to come back, which a load from the same line would wait for too.
-    alignas(64) std::atomic<uint32_t> waiters;
 };
 
 size_t Arena::header_bytes(int nranks) {
@@ -104,24 +89,12 @@ std::atomic<int32_t>& Arena::pid(int r) const {
                                                    sizeof(Header))[r];
 }
 
-Arena::Flag& Arena::flag(int r) const {
-    return reinterpret_cast<Flag*>(static_cast<char*>(seg_.data()) + flags_offset_)[r];
-}
-
-void Arena::begin_round(uint32_t signature, size_t bytes) {
+void Arena::check_failures() {
     check_aborted();
     if (failed())
         throw Error(failure_code(), std::string("communicator failed earlier (") +
                                         result_name(failure_code()) + ")");
     check_peers_failed();
-    ++round_;
-    signature_ = signature;
-    lane_round_ = bytes <= kLaneBytes;
-    round_bytes_ = bytes;
-    was_ready_ = false;
-    Flag& f = flag(rank_);
-    f.near[round_ % kNearSigs].store(signature, std::memory_order_release);
-    f.sig[round_ % kSigs].store(signature, std::memory_order_release);
 }
 
 void* Arena::peer_buffer(int peer, int ahead) const {
@@ -131,13 +104,6 @@ void* Arena::peer_buffer(int peer, int ahead) const {
     size_t stride = round_up(buffer_size_, kPage);
     size_t index = size_t(peer) * 2 + (round_ + uint64_t(ahead)) % 2;
     return static_cast<char*>(seg_.data()) + data_offset_ + index * stride;
-}
-
-std::atomic<uint32_t>& Arena::flag_waiters(int r) const { return flag(r).waiters; }
-
-Arena::EagerSlot* Arena::eager_slot(int r, uint64_t ahead) const {
-    return reinterpret_cast<EagerSlot*>(static_cast<char*>(seg_.data()) + eager_offset_) +
-           size_t(r) * kLanes + (round_ + ahead) % kLanes;
 }
 
 void Arena::publish_eager(const void* data, size_t bytes) {
@@ -157,8 +123,6 @@ void Arena::prefetch_eager() const {
     for (int r = 0; r < nranks_; ++r)
         if (r != rank_) __builtin_prefetch(eager_slot(r));
 }
-
-void Arena::prefetch_next_eager(int writer) const { __builtin_prefetch(eager_slot(writer, 1)); }
 
 Arena::EagerWatch Arena::eager_ready(int peer, size_t bytes) {
     return EagerWatch(*this, peer, bytes);
@@ -186,34 +150,11 @@ void Arena::fail_mismatch(int peer) {
                                       "collectives in the same order");
 }
 
-Arena::Word Arena::flag_word(int r) const {
-    Flag& f = flag(r);
-    return {&f.seq, &f.waiters, r};
-}
-
-void Arena::publish(const Word& w, uint32_t value) {
-    // Store then load, ordered: either a sleeper sees the new value before sleeping, or we see it
-    // registered and wake it (the futex itself rechecks the value atomically). The order costs a
-    // full fence here, or, with asymmetric fences, the sleeper's heavy_fence (shm/wait.h).
-    w.value->store(value, std::memory_order_release);
-    light_fence();
-    if (w.waiters->load(std::memory_order_seq_cst) != 0) futex_wake_all(w.value);
-}
-
 Arena::Watch Arena::watch(Word word, uint32_t target) { return Watch(*this, word, target); }
 
 void Arena::ready() {
     publish(flag_word(rank_), uint32_t(2 * round_ - 1));
     was_ready_ = true;
-}
-
-void Arena::done() {
-    // A lane round's "done" matters only to a writer reusing the lane kLanes rounds later, and
-    // whatever this rank publishes next (it does: that writer's later rounds are its rounds too)
-    // implies it. Skipping it saves a store that would take the flag's line from the peers that
-    // are polling it, on the path of every small call.
-    if (lane_round_ && was_ready_) return;
-    publish(flag_word(rank_), uint32_t(2 * round_));
 }
 
 void Arena::check_signature(int r, uint32_t seen) {
@@ -357,12 +298,6 @@ bool Arena::EagerWatch::poll(bool look_at_flag) {
         return true;
     }
     return look_at_flag && arena_.eager_or_mismatch(peer_, slot_) && poll(false);
-}
-
-void Arena::EagerWatch::touch() const {
-    // A prefetch, not a load: the writer may be filling the line (no data race).
-    for (int l = 1; l < lines_; ++l)
-        __builtin_prefetch(reinterpret_cast<const char*>(slot_) + 64 * l);
 }
 
 void Arena::EagerWatch::block() {

@@ -72,7 +72,18 @@ public:
     // algorithm): a peer in the same round with another signature is a usage error, never run.
     // `bytes`: the most any rank puts in its buffer this round; up to kLaneBytes, the round uses
     // a lane (every rank passes the same, as it follows from the signature).
-    void begin_round(uint32_t signature, size_t bytes = SIZE_MAX);
+    void begin_round(uint32_t signature, size_t bytes = SIZE_MAX) {
+        if (aborted() || failed() || any_failure()) [[unlikely]]
+            check_failures();
+        ++round_;
+        signature_ = signature;
+        lane_round_ = bytes <= kLaneBytes;
+        round_bytes_ = bytes;
+        was_ready_ = false;
+        Flag& f = flag(rank_);
+        f.near[round_ % kNearSigs].store(signature, std::memory_order_release);
+        f.sig[round_ % kSigs].store(signature, std::memory_order_release);
+    }
     // co_await it before writing own_buffer(ahead): every rank is done with the round that used
     // that buffer before (ahead = 0: this round's buffer, 1: the next round's, which must not be
     // a lane round).
@@ -83,7 +94,14 @@ public:
     void ready();  // this rank's data for the current round is in place
     // This rank no longer touches the arena for the current round. In a lane round after ready()
     // it publishes nothing: the next round's flag implies it (see done() in arena.cpp).
-    void done();
+    void done() {
+        // A lane round's "done" matters only to a writer reusing the lane kLanes rounds later, and
+        // whatever this rank publishes next (it does: that writer's later rounds are its rounds
+        // too) implies it. Skipping it saves a store that would take the flag's line from the
+        // peers that are polling it, on the path of every small call.
+        if (lane_round_ && was_ready_) return;
+        publish(flag_word(rank_), uint32_t(2 * round_));
+    }
     Flags ready_of(int peer);  // co_await: `peer` is ready in this round
     Flags all_ready();         // co_await: every rank is ready in this round
     // co_await: every rank is done with this round. For single-copy algorithms, where peers read
@@ -104,7 +122,7 @@ public:
     // at the end of a round: the writer's slot for the next round, likely written already, then
     // loads while this rank returns and makes its next call, instead of as a miss in that call's
     // wait.
-    void prefetch_next_eager(int writer) const;
+    void prefetch_next_eager(int writer) const { __builtin_prefetch(eager_slot(writer, 1)); }
     class EagerWatch;
     EagerWatch eager_ready(int peer, size_t bytes = SIZE_MAX);  // bytes: see EagerWatch
     int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }
@@ -148,17 +166,40 @@ public:
     // value it went through the stack as three small stores read back by one wide load, which
     // the cpu cannot forward, so the call waited for every older store to reach the cache, the
     // eager data among them, whose line the reader was polling (a cross-core miss per call).
-    static void publish(const Word& word, uint32_t value);
+    static void publish(const Word& w, uint32_t value) {
+        // Store then load, ordered: either a sleeper sees the new value before sleeping, or we see
+        // it registered and wake it (the futex itself rechecks the value atomically). The order
+        // costs a full fence here, or, with asymmetric fences, the sleeper's heavy_fence (wait.h).
+        w.value->store(value, std::memory_order_release);
+        light_fence();
+        if (w.waiters->load(std::memory_order_seq_cst) != 0) futex_wake_all(w.value);
+    }
 
 private:
     struct Header;
-    struct Flag;
+    // Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1);
+    // the last kNearSigs also beside the flag, in its cache line, which a peer reads anyway.
+    static constexpr int kSigs = 64, kNearSigs = 15;
+    static_assert(kSigs >= kLanes);
+    // Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.
+    struct alignas(128) Flag {
+        std::atomic<uint32_t> seq;              // 2e-1: ready in round e, 2e: done with e
+        std::atomic<uint32_t> near[kNearSigs];  // the signature of round e at [e % kNearSigs]
+        alignas(64) std::atomic<uint32_t> sig[kSigs];  // and at [e % kSigs]
+        // Peers sleeping on seq's futex (or on this rank's eager slots). On a line of its own:
+        // every publish loads it right after storing seq, and while a peer polls seq that store
+        // waits for the line to come back, which a load from the same line would wait for too.
+        alignas(64) std::atomic<uint32_t> waiters;
+    };
     struct alignas(64) EagerSlot {
         std::atomic<uint32_t> round;  // the low bits of the round that published it
         uint32_t signature;
         char data[kEagerBytes];
     };
-    EagerSlot* eager_slot(int r, uint64_t ahead = 0) const;  // rank r's slot, this round + ahead
+    EagerSlot* eager_slot(int r, uint64_t ahead = 0) const {  // rank r's slot, this round + ahead
+        return reinterpret_cast<EagerSlot*>(static_cast<char*>(seg_.data()) + eager_offset_) +
+               size_t(r) * kLanes + (round_ + ahead) % kLanes;
+    }
     // The peer published its flag in this round but no eager data: a mismatch (throws), unless
     // the data is there after all (true). Publishes this rank's flag first.
     bool eager_or_mismatch(int peer, EagerSlot* slot);
@@ -173,9 +214,14 @@ private:
     static size_t flags_bytes(int nranks);
     Header* header() const;
     std::atomic<int32_t>& pid(int r) const;
-    Flag& flag(int r) const;
-    std::atomic<uint32_t>& flag_waiters(int r) const;
-    Word flag_word(int r) const;
+    Flag& flag(int r) const {
+        return reinterpret_cast<Flag*>(static_cast<char*>(seg_.data()) + flags_offset_)[r];
+    }
+    std::atomic<uint32_t>& flag_waiters(int r) const { return flag(r).waiters; }
+    Word flag_word(int r) const {
+        Flag& f = flag(r);
+        return {&f.seq, &f.waiters, r};
+    }
     // Whether the word reached `target`; throws ccl::Error when the wait must stop (deadline, its
     // owner dead, the arena failed).
     bool test_word(const Word& w, uint32_t target, WaitClock& clock);
@@ -192,6 +238,8 @@ private:
     void fail_if_peer_failed();
     ccl_result_t failure_in_header(std::string* message) const;
     void check_aborted();  // throws CCL_ERROR_ABORTED after abort()
+    // begin_round's checks, out of line: throws if aborted, failed, or a peer failed.
+    [[gnu::cold, gnu::noinline]] void check_failures();
     void check_signature(int r, uint32_t seen);
 
     Segment seg_;
@@ -236,7 +284,7 @@ public:
     void block() override;
     Sleeper sleeper() override;
 
-    bool await_ready() { return ready(); }
+    bool await_ready() { return next_ > last_ || ready(); }  // inline: nothing to wait for
     void await_suspend(Task::Handle h) { h.promise().waiting = this; }
     void await_resume();
 
@@ -292,11 +340,24 @@ public:
     // The peer's flag is looked at on every 64th poll only: its line would otherwise bounce
     // between the cores.
     bool ready() override { return poll(++polls_ % 64 == 0); }
+    // Inline, the common case of a small call: the slot already carries this round (a writer may
+    // be up to kLanes - 1 rounds ahead, never a whole ring), with this call's signature.
+    bool await_ready() {
+        touch();  // first: the misses on the slot's lines overlap
+        if (!arena_.aborted() && slot_->round.load(std::memory_order_acquire) == target_ &&
+            slot_->signature == arena_.signature_) [[likely]]
+            return true;
+        return ready();
+    }
     void block() override;
 
 private:
     bool poll(bool look_at_flag);
-    void touch() const;  // pulls the slot's further lines (their misses overlap the first's)
+    void touch() const {  // pulls the slot's further lines (their misses overlap the first's)
+        // A prefetch, not a load: the writer may be filling the line (no data race).
+        for (int l = 1; l < lines_; ++l)
+            __builtin_prefetch(reinterpret_cast<const char*>(slot_) + 64 * l);
+    }
 
     int peer_;
     EagerSlot* slot_;

@@ -97,8 +97,11 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
     return x ^ (x >> 31);
 }
 // Even, so that shares and their sums are even and a share's lowest bit is free (Head::digest).
+// One mix of the count and the pair: the pair times an odd constant is one-to-one, so two counts
+// of one pair never mix alike.
 uint64_t pair_term(size_t from, size_t to, uint64_t count) {
-    return mix(mix(uint64_t(from) << 32 | uint64_t(to)) ^ count) & ~uint64_t(1);
+    return mix(count ^ (uint64_t(from) << 32 | uint64_t(to)) * 0x9e3779b97f4a7c15ull) &
+           ~uint64_t(1);
 }
 
 // Rank `me`'s share of a digest of the count matrix: its sends (row) counted in, its receives

@@ -106,28 +106,6 @@ void* Arena::peer_buffer(int peer, int ahead) const {
     return static_cast<char*>(seg_.data()) + data_offset_ + index * stride;
 }
 
-void Arena::publish_eager(const void* data, size_t bytes) {
-    std::memcpy(own_eager(), data, bytes);
-    publish_eager();
-}
-
-void Arena::publish_eager() {
-    EagerSlot* slot = eager_slot(rank_);
-    slot->signature = signature_;
-    // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
-    publish({&slot->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
-}
-
-void Arena::prefetch_eager() const {
-    // A prefetch, not a load: the writers may be filling the lines (no data race).
-    for (int r = 0; r < nranks_; ++r)
-        if (r != rank_) __builtin_prefetch(eager_slot(r));
-}
-
-Arena::EagerWatch Arena::eager_ready(int peer, size_t bytes) {
-    return EagerWatch(*this, peer, bytes);
-}
-
 bool Arena::eager_or_mismatch(int peer, EagerSlot* slot) {
     // A peer that ran another collective may wait on this rank's flag, which an eager round
     // publishes only at its end: publish it now (ready: done with the previous round), so that
@@ -172,15 +150,6 @@ void Arena::check_signature(int r, uint32_t seen) {
         if (sig != signature_) fail_mismatch(r);
         return;
     }
-}
-
-Arena::Flags Arena::buffer_free(int ahead) {
-    // The half this round uses was last used in round (round_ + ahead - 2) at the latest; a lane,
-    // in round (round_ - kLanes).
-    int64_t previous =
-        lane_round_ && ahead == 0 ? int64_t(round_) - kLanes : int64_t(round_) + ahead - 2;
-    if (previous <= int64_t(known_done_)) return Flags(*this, 0, -1, 0, known_done_);  // ready
-    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * previous), uint64_t(previous), true);
 }
 
 Arena::Flags Arena::ready_of(int peer) {

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "ccl/ccl.h"
@@ -111,13 +112,25 @@ public:
     // buffer_free(), publishes its data (publish_eager, instead of ready) and is then done(); a
     // reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
     const void* peer_eager(int peer) const { return eager_slot(peer)->data; }
-    void publish_eager(const void* data, size_t bytes);
+    void publish_eager(const void* data, size_t bytes) {
+        std::memcpy(own_eager(), data, bytes);
+        publish_eager();
+    }
     // The same for data written straight into this rank's slot (after buffer_free()).
     void* own_eager() const { return eager_slot(rank_)->data; }
-    void publish_eager();
+    void publish_eager() {
+        EagerSlot* slot = eager_slot(rank_);
+        slot->signature = signature_;
+        // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
+        publish({&slot->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
+    }
     // A reader of every peer's slot calls this first: the slots' first lines then load at once
     // instead of one miss after another (16 ranks: 15 cross-core misses in a row otherwise).
-    void prefetch_eager() const;
+    void prefetch_eager() const {
+        // A prefetch, not a load: the writers may be filling the lines (no data race).
+        for (int r = 0; r < nranks_; ++r)
+            if (r != rank_) __builtin_prefetch(eager_slot(r));
+    }
     // A reader of a writer that runs ahead of it (a broadcast's root, a reduce's others) calls this
     // at the end of a round: the writer's slot for the next round, likely written already, then
     // loads while this rank returns and makes its next call, instead of as a miss in that call's
@@ -364,5 +377,18 @@ private:
     int lines_;  // cache lines the round's data spans
     uint32_t polls_ = 0;
 };
+
+inline Arena::Flags Arena::buffer_free(int ahead) {
+    // The half this round uses was last used in round (round_ + ahead - 2) at the latest; a lane,
+    // in round (round_ - kLanes).
+    int64_t previous =
+        lane_round_ && ahead == 0 ? int64_t(round_) - kLanes : int64_t(round_) + ahead - 2;
+    if (previous <= int64_t(known_done_)) return Flags(*this, 0, -1, 0, known_done_);  // ready
+    return Flags(*this, 0, nranks_ - 1, uint32_t(2 * previous), uint64_t(previous), true);
+}
+
+inline Arena::EagerWatch Arena::eager_ready(int peer, size_t bytes) {
+    return EagerWatch(*this, peer, bytes);
+}
 
 }  // namespace ccl::shm

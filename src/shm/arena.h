@@ -94,7 +94,7 @@ public:
     void* peer_buffer(int peer, int ahead = 0) const;
     void ready();  // this rank's data for the current round is in place
     // This rank no longer touches the arena for the current round. In a lane round after ready()
-    // it publishes nothing: the next round's flag implies it (see done() in arena.cpp).
+    // it publishes nothing: the next round's flag implies it (see done() below).
     void done() {
         // A lane round's "done" matters only to a writer reusing the lane kLanes rounds later, and
         // whatever this rank publishes next (it does: that writer's later rounds are its rounds

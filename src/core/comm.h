@@ -95,8 +95,10 @@ public:
     size_t cma_min() const { return single_copy_ ? cma_min_ : SIZE_MAX; }
     // Whether the kernel's copies are cheap here: single copy pays from blocks of 64 KiB or less.
     bool cheap_single_copy() const { return cma_min() <= kCheapCmaBlock; }
-    // Allgather(v) messages below this go single copy (blocks from cma_min()); 0: none.
+    // Allgather(v) messages below this go single copy, blocks from allgather_cma_min() (cma_min(),
+    // raised with the node's ranks where CCL_ALLGATHER_CMA_MAX is auto); 0: none.
     size_t allgather_cma_max() const { return single_copy_ ? allgather_cma_max_ : 0; }
+    size_t allgather_cma_min() const { return single_copy_ ? allgather_cma_min_ : SIZE_MAX; }
     // All-to-all blocks below this go single copy (from cma_min()); SIZE_MAX: no bound.
     size_t alltoall_cma_max() const { return alltoall_cma_max_; }
 
@@ -177,7 +179,7 @@ private:
     Topology topo_;
     std::unique_ptr<transport::Fabric> fabric_;  // only across nodes
     bool single_copy_ = false;
-    size_t cma_min_ = SIZE_MAX;
+    size_t cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
     size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
     static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few

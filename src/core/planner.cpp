@@ -72,10 +72,11 @@ bool broadcast_halves(const Communicator& comm, size_t bytes) {
     return comm.size() == 2 && comm.cheap_single_copy() && bytes >= 2 * comm.cma_min();
 }
 
-// Whether an allgather(v) goes single copy (shm::allgatherv_cma): blocks from CCL_CMA_MIN in
-// messages below CCL_ALLGATHER_CMA_MAX (chosen with it: Communicator::probe_single_copy).
+// Whether an allgather(v) goes single copy (shm::allgatherv_cma): blocks from CCL_CMA_MIN (more
+// where many ranks read each block) in messages below CCL_ALLGATHER_CMA_MAX (chosen with them:
+// Communicator::probe_single_copy).
 bool allgather_single_copy(const Communicator& comm, size_t block, size_t message) {
-    return block >= comm.cma_min() && message < comm.allgather_cma_max();
+    return block >= comm.allgather_cma_min() && message < comm.allgather_cma_max();
 }
 
 Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,

@@ -380,11 +380,10 @@ bool Communicator::probe_single_copy() {
                : bound == SIZE_MAX ? std::string("any size")
                                    : "below " + std::to_string(bound >> 10) + " KiB";
     };
-    const std::string allgathers =
-        allgather_cma_min_ == SIZE_MAX || allgather_cma_max_ == 0
-            ? "none"
-            : "blocks from " + std::to_string(allgather_cma_min_ >> 10) + " KiB in messages " +
-                  below(allgather_cma_max_);
+    const std::string allgathers = allgather_cma_min_ == SIZE_MAX || allgather_cma_max_ == 0
+                                       ? "none"
+                                       : "blocks from " + std::to_string(allgather_cma_min_ >> 10) +
+                                             " KiB in messages " + below(allgather_cma_max_);
     if (every && rank_ == 0)
         log().info(
             "single copy for blocks from {} KiB ({}); allgathers: {}; all-to-all blocks: {}",

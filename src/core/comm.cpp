@@ -367,20 +367,21 @@ bool Communicator::probe_single_copy() {
     // arena but pays the kernel's pinning once per reader, and many readers slow each other (the
     // Xeon host, 16 ranks, 256 KiB: 74-92 us single copy, 32-37 through the arena). So where the
     // bound is automatic, each rank on the node beyond 4 doubles the smallest block that goes
-    // single copy (8 ranks: 256 KiB; from 16, none). Through the arena now, against single copy:
-    // 8 ranks, 256 KiB 35-40 us against 48-54; 16 ranks, 16 MiB 2.7-3.3 ms against 4.2-5.4. Still
-    // single copy: 8 ranks, an allgatherv of 16 MiB, 2.1-2.2 ms against 2.6-2.7.
-    const int beyond = topo_.local_size() - 4;
-    allgather_cma_min_ = agreed[3] || beyond <= 0 ? cma_min_
-                         : beyond >= 12           ? SIZE_MAX  // past any automatic bound
-                                                  : cma_min_ << beyond;
+    // single copy (8 ranks: 256 KiB; from 16, none: it reaches the bound). Through the arena
+    // now, against single copy: 8 ranks, 256 KiB 35-40 us against 48-54; 16 ranks, 16 MiB
+    // 2.7-3.3 ms against 4.2-5.4. Still single copy: 8 ranks, an allgatherv of 16 MiB, 2.1-2.2 ms
+    // against 2.6-2.7.
+    allgather_cma_min_ = cma_min_;
+    for (int r = 4; !agreed[3] && r < topo_.local_size() && allgather_cma_min_ < allgather_cma_max_;
+         ++r)
+        allgather_cma_min_ *= 2;
     alltoall_cma_max_ = agreed[4] ? size_t(agreed[4]) : cheap ? SIZE_MAX : size_t(4) << 20;
     auto below = [](size_t bound) {
         return bound == 0          ? std::string("none")
                : bound == SIZE_MAX ? std::string("any size")
                                    : "below " + std::to_string(bound >> 10) + " KiB";
     };
-    const std::string allgathers = allgather_cma_min_ == SIZE_MAX || allgather_cma_max_ == 0
+    const std::string allgathers = allgather_cma_min_ >= allgather_cma_max_
                                        ? "none"
                                        : "blocks from " + std::to_string(allgather_cma_min_ >> 10) +
                                              " KiB in messages " + below(allgather_cma_max_);

@@ -96,7 +96,7 @@ public:
     // Whether the kernel's copies are cheap here: single copy pays from blocks of 64 KiB or less.
     bool cheap_single_copy() const { return cma_min() <= kCheapCmaBlock; }
     // Allgather(v) messages below this go single copy, blocks from allgather_cma_min() (cma_min(),
-    // raised with the node's ranks where CCL_ALLGATHER_CMA_MAX is auto); 0: none.
+    // raised with the node's ranks where CCL_ALLGATHER_CMA_MAX is auto); none where min >= max.
     size_t allgather_cma_max() const { return single_copy_ ? allgather_cma_max_ : 0; }
     size_t allgather_cma_min() const { return single_copy_ ? allgather_cma_min_ : SIZE_MAX; }
     // All-to-all blocks below this go single copy (from cma_min()); SIZE_MAX: no bound.

@@ -214,7 +214,7 @@ struct Bf16Kernel {
 
 // Every kernel K sees a vector's input as Bits, its kInBytes raw bytes: K::make converts them to
 // the vector it computes on, K::bits converts a result back (with AVG's divide). Loads and stores
-// are the same for all of them (always inline, as load_tail below says why).
+// are the same for all of them (always inline, as the tails below say why).
 template <class K>
 [[gnu::always_inline]] inline typename K::V load(const unsigned char* p) {
     typename K::Bits b;
@@ -278,7 +278,107 @@ inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* s
     }
 }
 
-// Word `w` of the `bytes` at p, zero past the end, read without touching bytes past it.
+// Tails: the last count % lanes elements, less than a vector of input, loaded zero-padded and
+// stored without touching a byte past them. Assembled in registers, never staged through a
+// buffer on the stack: the vector load would find its bytes in several smaller stores, which
+// the cpu cannot forward, and would wait until they reach the cache, with every older store,
+// some of which wait for a cache line a peer holds (the flags a rank just published). On the
+// path of every small reduction that cost a cross-core miss (2 ranks, reduce of 8 B). Always
+// inline: a vector argument or result of a call that is not inlined left the upper halves of
+// the registers dirty on return, without vzeroupper, which slows every later SSE instruction on
+// Intel cpus.
+#if CCL_VEC_BYTES == 64
+
+// AVX-512BW: one byte-masked load or store (masked-off bytes are not touched and cannot fault).
+// Word by word, 16 sources of 8 B took three times as long as 16 of 64 B.
+[[gnu::always_inline]] inline uint64_t tail_mask(size_t bytes) {
+    return (uint64_t(1) << bytes) - 1;
+}
+
+template <class Bits>
+[[gnu::always_inline]] inline Bits tail_load(const unsigned char* p, size_t bytes) {
+    if constexpr (sizeof(Bits) == 64) {
+        return (Bits)_mm512_maskz_loadu_epi8(__mmask64(tail_mask(bytes)), p);
+    } else {
+        static_assert(sizeof(Bits) == 32);
+        return (Bits)_mm256_maskz_loadu_epi8(__mmask32(tail_mask(bytes)), p);
+    }
+}
+
+template <class Bits>
+[[gnu::always_inline]] inline void tail_store(unsigned char* p, size_t bytes, Bits b) {
+    if constexpr (sizeof(Bits) == 64) {
+        _mm512_mask_storeu_epi8(p, __mmask64(tail_mask(bytes)), (__m512i)b);
+    } else {
+        static_assert(sizeof(Bits) == 32);
+        _mm256_mask_storeu_epi8(p, __mmask32(tail_mask(bytes)), (__m256i)b);
+    }
+}
+
+#elif CCL_VEC_BYTES == 32
+
+// AVX2: the whole 4-byte words with one dword-masked load or store; the 1-3 bytes after them
+// (8- and 16-bit types only) by hand, in the next lane.
+[[gnu::always_inline]] inline uint32_t load_1to3(const unsigned char* p, size_t n) {
+    uint32_t x = p[0];
+    if (n >= 2) x |= uint32_t(p[1]) << 8;
+    if (n >= 3) x |= uint32_t(p[2]) << 16;
+    return x;
+}
+
+[[gnu::always_inline]] inline void store_1to3(unsigned char* p, size_t n, uint32_t x) {
+    p[0] = (unsigned char)x;
+    if (n >= 2) p[1] = (unsigned char)(x >> 8);
+    if (n >= 3) p[2] = (unsigned char)(x >> 16);
+}
+
+template <class Bits>
+[[gnu::always_inline]] inline Bits tail_load(const unsigned char* p, size_t bytes) {
+    const int words = int(bytes / 4);
+    auto* w = reinterpret_cast<const int*>(p);
+    if constexpr (sizeof(Bits) == 32) {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                      d = _mm256_set1_epi32(words);
+        __m256i v = _mm256_maskload_epi32(w, _mm256_cmpgt_epi32(d, lane));
+        if (bytes % 4)
+            v = _mm256_blendv_epi8(v,
+                                   _mm256_set1_epi32(int(load_1to3(p + bytes / 4 * 4, bytes % 4))),
+                                   _mm256_cmpeq_epi32(lane, d));
+        return (Bits)v;
+    } else {
+        static_assert(sizeof(Bits) == 16);
+        const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), d = _mm_set1_epi32(words);
+        __m128i v = _mm_maskload_epi32(w, _mm_cmpgt_epi32(d, lane));
+        if (bytes % 4)
+            v = _mm_blendv_epi8(v, _mm_set1_epi32(int(load_1to3(p + bytes / 4 * 4, bytes % 4))),
+                                _mm_cmpeq_epi32(lane, d));
+        return (Bits)v;
+    }
+}
+
+template <class Bits>
+[[gnu::always_inline]] inline void tail_store(unsigned char* p, size_t bytes, Bits b) {
+    const int words = int(bytes / 4);
+    auto* w = reinterpret_cast<int*>(p);
+    uint32_t last;  // the lane after the whole words
+    if constexpr (sizeof(Bits) == 32) {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                      d = _mm256_set1_epi32(words);
+        _mm256_maskstore_epi32(w, _mm256_cmpgt_epi32(d, lane), (__m256i)b);
+        last = uint32_t(_mm256_cvtsi256_si32(_mm256_permutevar8x32_epi32((__m256i)b, d)));
+    } else {
+        static_assert(sizeof(Bits) == 16);
+        const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), d = _mm_set1_epi32(words);
+        _mm_maskstore_epi32(w, _mm_cmpgt_epi32(d, lane), (__m128i)b);
+        last = uint32_t(_mm_cvtsi128_si32(
+            _mm_castps_si128(_mm_permutevar_ps(_mm_castsi128_ps((__m128i)b), d))));
+    }
+    if (bytes % 4) store_1to3(p + bytes / 4 * 4, bytes % 4, last);
+}
+
+#else
+
+// Baseline x86-64 has no masked loads: word by word, the last partial word byte by byte.
 [[gnu::always_inline]] inline uint64_t tail_word(const unsigned char* p, size_t bytes, size_t w) {
     if (w * 8 >= bytes) return 0;
     uint64_t x = 0;
@@ -290,26 +390,6 @@ inline void pass_to_out(int n, typename K::V* acc, const unsigned char* const* s
     return x;
 }
 
-template <class K, size_t... W>
-[[gnu::always_inline]] inline typename K::V load_tail(const unsigned char* p, size_t bytes,
-                                                      std::index_sequence<W...>) {
-    return K::make(typename K::Bits{tail_word(p, bytes, W)...});
-}
-
-// Less than a vector of input, zero-padded, assembled in registers (always inline: a vector
-// argument or result of a call that is not inlined left the upper halves of the registers dirty
-// on return, without vzeroupper, which slows every later SSE instruction on Intel cpus). Staged
-// through a buffer on the stack, the vector load would find its bytes in several smaller stores,
-// which the cpu cannot forward: the load then waits until those stores reach the cache, and with
-// them every older store, some of which wait for a cache line a peer holds (the flags a rank just
-// published). On the path of every small reduction that cost a cross-core miss (2 ranks, reduce of
-// 8 B).
-template <class K>
-[[gnu::always_inline]] inline typename K::V load_tail(const unsigned char* p, size_t bytes) {
-    return load_tail<K>(p, bytes, std::make_index_sequence<K::kInBytes / 8>{});
-}
-
-// Writes the first `bytes` of b to p, word by word from registers.
 [[gnu::always_inline]] inline void store_tail_word(unsigned char* p, size_t bytes, size_t w,
                                                    uint64_t x) {
     if (w * 8 >= bytes) return;
@@ -321,10 +401,28 @@ template <class K>
 }
 
 template <class Bits, size_t... W>
-[[gnu::always_inline]] inline void store_tail(unsigned char* p, size_t bytes, Bits b,
+[[gnu::always_inline]] inline Bits tail_load(const unsigned char* p, size_t bytes,
+                                             std::index_sequence<W...>) {
+    return Bits{tail_word(p, bytes, W)...};
+}
+
+template <class Bits>
+[[gnu::always_inline]] inline Bits tail_load(const unsigned char* p, size_t bytes) {
+    return tail_load<Bits>(p, bytes, std::make_index_sequence<sizeof(Bits) / 8>{});
+}
+
+template <class Bits, size_t... W>
+[[gnu::always_inline]] inline void tail_store(unsigned char* p, size_t bytes, Bits b,
                                               std::index_sequence<W...>) {
     (store_tail_word(p, bytes, W, b[W]), ...);
 }
+
+template <class Bits>
+[[gnu::always_inline]] inline void tail_store(unsigned char* p, size_t bytes, Bits b) {
+    tail_store(p, bytes, b, std::make_index_sequence<sizeof(Bits) / 8>{});
+}
+
+#endif
 
 template <class K>
 void run(unsigned char* out, const unsigned char* const* src, int nsrc, size_t count, int div) {
@@ -356,9 +454,10 @@ void run(unsigned char* out, const unsigned char* const* src, int nsrc, size_t c
     if (rem > 0) {
         const size_t off = nvec * step;
         const size_t bytes = rem * (step / K::kLanes);
-        V v = load_tail<K>(src[0] + off, bytes);
-        for (int s = 1; s < nsrc; ++s) v = K::op(v, load_tail<K>(src[s] + off, bytes));
-        store_tail(out + off, bytes, K::bits(v, div), std::make_index_sequence<K::kInBytes / 8>{});
+        using Bits = typename K::Bits;
+        V v = K::make(tail_load<Bits>(src[0] + off, bytes));
+        for (int s = 1; s < nsrc; ++s) v = K::op(v, K::make(tail_load<Bits>(src[s] + off, bytes)));
+        tail_store(out + off, bytes, K::bits(v, div));
     }
 }
 

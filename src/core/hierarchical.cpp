@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/comm.h"
+#include "core/planner.h"
 #include "core/reduce.h"
 #include "shm/collectives.h"
 #include "transport/collectives.h"
@@ -64,7 +65,7 @@ Task copy(const void* send, void* recv, size_t bytes) {
 Task local_reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     if (c.topology().local_size() == 1) return copy(send, recv, count * dtype_size(dtype));
-    if (count * dtype_size(dtype) <= c.config().allreduce_direct_max)
+    if (count * dtype_size(dtype) <= reduce_direct_max(c.config(), c.topology().local_size()))
         return shm::reduce_direct(c.arena(), d, send, recv, count, dtype, op, root);
     return shm::reduce_split(c.arena(), d, send, recv, count, dtype, op, root);
 }

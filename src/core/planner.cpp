@@ -114,7 +114,7 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
 
 Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig, bool single_copy) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (bytes <= cfg.allreduce_direct_max) {
+    if (bytes <= reduce_direct_max(cfg, arena.nranks())) {
         const uint32_t digest = sig.digest(kReduceDirect);
         Step step{"shm/reduce_direct", [&arena, sig, digest](const Buffers& b) {
                       return shm::reduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -145,6 +145,18 @@ Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
 }
 
 }  // namespace
+
+// Direct has the root alone read every rank's input; split has every rank reduce a slice, which
+// the root then gathers. On the 16-core host direct won or tied up to 8 ranks at 64 KiB, but from
+// 10 ranks only while n x bytes stayed within about 80 KiB (us, direct / split: 10 ranks 8 KiB
+// 3.8-4.3 / 4.5-5.1; 16 ranks 4 KiB 4.4-5.6 / 4.3-5.0, 32 KiB 24-30 / 13-18;
+// docs/performance.md). On the 2-core machine direct won at 2 and 4 ranks up to 64 KiB by far.
+// A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
+size_t reduce_direct_max(const Config& cfg, int n) {
+    constexpr size_t kManyRanksReadMax = 80u << 10;
+    if (cfg.allreduce_direct_max_set || n <= 8) return cfg.allreduce_direct_max;
+    return std::min(cfg.allreduce_direct_max, kManyRanksReadMax / size_t(n));
+}
 
 Schedule plan(Communicator& comm, const CollSignature& sig) {
     if (comm.multinode()) return plan_multinode(comm, sig);

@@ -9,10 +9,15 @@
 namespace ccl {
 
 class Communicator;
+struct Config;
 
 Schedule plan(Communicator& comm, const CollSignature& sig);
 // The same for a communicator across nodes (core/hierarchical.h).
 Schedule plan_multinode(Communicator& comm, const CollSignature& sig);
+
+// The largest reduce (bytes) that runs direct among n co-located ranks by default; beyond it,
+// split (also on each node of a communicator across nodes).
+size_t reduce_direct_max(const Config& cfg, int n);
 
 // One call of a group, as the planner fuses them.
 struct GroupCall {

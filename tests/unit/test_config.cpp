@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/planner.h"
 
 namespace {
 
@@ -40,6 +41,19 @@ TEST(Config, Defaults) {
 }
 
 // CCL_BIND: whether a rank nobody bound binds itself (core/binding.h).
+// Reduce goes direct up to CCL_ALLREDUCE_DIRECT_MAX at up to 8 ranks; beyond, while the root's
+// read (ranks x bytes) stays within 80 KiB. A value the user gives holds at every rank count.
+TEST(Config, ReduceDirectMax) {
+    const ccl::Config c = parse({});
+    EXPECT_EQ(ccl::reduce_direct_max(c, 2), 64u << 10);
+    EXPECT_EQ(ccl::reduce_direct_max(c, 8), 64u << 10);
+    EXPECT_EQ(ccl::reduce_direct_max(c, 16), 5u << 10);
+    EXPECT_EQ(ccl::reduce_direct_max(c, 10), 8u << 10);
+    const ccl::Config set = parse({{"CCL_ALLREDUCE_DIRECT_MAX", "32K"}});
+    EXPECT_EQ(ccl::reduce_direct_max(set, 16), 32u << 10);
+    EXPECT_EQ(ccl::reduce_direct_max(parse({{"CCL_ALLREDUCE_DIRECT_MAX", "1K"}}), 4), 1u << 10);
+}
+
 TEST(Config, Bind) {
     EXPECT_TRUE(parse({{"CCL_BIND", "auto"}}).bind);
     EXPECT_FALSE(parse({{"CCL_BIND", "none"}}).bind);

@@ -317,63 +317,65 @@ template <class Bits>
 
 #elif CCL_VEC_BYTES == 32
 
-// AVX2: the whole 4-byte words with one dword-masked load or store; the 1-3 bytes after them
-// (8- and 16-bit types only) by hand, in the next lane.
-[[gnu::always_inline]] inline uint32_t load_1to3(const unsigned char* p, size_t n) {
-    uint32_t x = p[0];
-    if (n >= 2) x |= uint32_t(p[1]) << 8;
-    if (n >= 3) x |= uint32_t(p[2]) << 16;
-    return x;
+// AVX2: the whole 4-byte words with one dword-masked load or store (a lane takes part where its
+// mask's sign bit is set: a vector comparison's all-ones); the 1-3 bytes after them (8- and
+// 16-bit types only) by hand, in the next lane.
+template <class Bits>
+using Dwords = Vec<int32_t, sizeof(Bits)>;
+
+template <class Bits>
+[[gnu::always_inline]] inline Dwords<Bits> lane_index() {
+    Dwords<Bits> lane;
+    for (int i = 0; i < int(sizeof(Bits) / 4); ++i) lane[i] = i;
+    return lane;
 }
 
-[[gnu::always_inline]] inline void store_1to3(unsigned char* p, size_t n, uint32_t x) {
-    p[0] = (unsigned char)x;
-    if (n >= 2) p[1] = (unsigned char)(x >> 8);
-    if (n >= 3) p[2] = (unsigned char)(x >> 16);
+template <class Bits>
+[[gnu::always_inline]] inline Dwords<Bits> masked_load(const unsigned char* p, Dwords<Bits> m) {
+    auto* w = reinterpret_cast<const int*>(p);
+    if constexpr (sizeof(Bits) == 32) {
+        return (Dwords<Bits>)_mm256_maskload_epi32(w, (__m256i)m);
+    } else {
+        static_assert(sizeof(Bits) == 16);
+        return (Dwords<Bits>)_mm_maskload_epi32(w, (__m128i)m);
+    }
+}
+
+template <class Bits>
+[[gnu::always_inline]] inline void masked_store(unsigned char* p, Dwords<Bits> m, Bits b) {
+    auto* w = reinterpret_cast<int*>(p);
+    if constexpr (sizeof(Bits) == 32) {
+        _mm256_maskstore_epi32(w, (__m256i)m, (__m256i)b);
+    } else {
+        static_assert(sizeof(Bits) == 16);
+        _mm_maskstore_epi32(w, (__m128i)m, (__m128i)b);
+    }
 }
 
 template <class Bits>
 [[gnu::always_inline]] inline Bits tail_load(const unsigned char* p, size_t bytes) {
     const int words = int(bytes / 4);
-    auto* w = reinterpret_cast<const int*>(p);
-    if constexpr (sizeof(Bits) == 32) {
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                      d = _mm256_set1_epi32(words);
-        __m256i v = _mm256_maskload_epi32(w, _mm256_cmpgt_epi32(d, lane));
-        if (bytes % 4)
-            v = _mm256_blendv_epi8(v,
-                                   _mm256_set1_epi32(int(load_1to3(p + bytes / 4 * 4, bytes % 4))),
-                                   _mm256_cmpeq_epi32(lane, d));
-        return (Bits)v;
-    } else {
-        static_assert(sizeof(Bits) == 16);
-        const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), d = _mm_set1_epi32(words);
-        __m128i v = _mm_maskload_epi32(w, _mm_cmpgt_epi32(d, lane));
-        if (bytes % 4)
-            v = _mm_blendv_epi8(v, _mm_set1_epi32(int(load_1to3(p + bytes / 4 * 4, bytes % 4))),
-                                _mm_cmpeq_epi32(lane, d));
-        return (Bits)v;
+    const Dwords<Bits> lane = lane_index<Bits>();
+    Dwords<Bits> v = masked_load<Bits>(p, lane < words);
+    if (bytes % 4) {
+        uint32_t x = p[words * 4];
+        if (bytes % 4 >= 2) x |= uint32_t(p[words * 4 + 1]) << 8;
+        if (bytes % 4 == 3) x |= uint32_t(p[words * 4 + 2]) << 16;
+        v = lane == words ? Dwords<Bits>{} + int32_t(x) : v;
     }
+    return (Bits)v;
 }
 
 template <class Bits>
 [[gnu::always_inline]] inline void tail_store(unsigned char* p, size_t bytes, Bits b) {
     const int words = int(bytes / 4);
-    auto* w = reinterpret_cast<int*>(p);
-    uint32_t last;  // the lane after the whole words
-    if constexpr (sizeof(Bits) == 32) {
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                      d = _mm256_set1_epi32(words);
-        _mm256_maskstore_epi32(w, _mm256_cmpgt_epi32(d, lane), (__m256i)b);
-        last = uint32_t(_mm256_cvtsi256_si32(_mm256_permutevar8x32_epi32((__m256i)b, d)));
-    } else {
-        static_assert(sizeof(Bits) == 16);
-        const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), d = _mm_set1_epi32(words);
-        _mm_maskstore_epi32(w, _mm_cmpgt_epi32(d, lane), (__m128i)b);
-        last = uint32_t(_mm_cvtsi128_si32(
-            _mm_castps_si128(_mm_permutevar_ps(_mm_castsi128_ps((__m128i)b), d))));
+    masked_store<Bits>(p, lane_index<Bits>() < words, b);
+    if (bytes % 4) {
+        const uint32_t x = uint32_t(((Dwords<Bits>)b)[words]);
+        p[words * 4] = (unsigned char)x;
+        if (bytes % 4 >= 2) p[words * 4 + 1] = (unsigned char)(x >> 8);
+        if (bytes % 4 == 3) p[words * 4 + 2] = (unsigned char)(x >> 16);
     }
-    if (bytes % 4) store_1to3(p + bytes / 4 * 4, bytes % 4, last);
 }
 
 #else

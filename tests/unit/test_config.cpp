@@ -40,7 +40,6 @@ TEST(Config, Defaults) {
     EXPECT_TRUE(c.bind);
 }
 
-// CCL_BIND: whether a rank nobody bound binds itself (core/binding.h).
 // Reduce goes direct up to CCL_ALLREDUCE_DIRECT_MAX at up to 8 ranks; beyond, while the root's
 // read (ranks x bytes) stays within 80 KiB. A value the user gives holds at every rank count.
 TEST(Config, ReduceDirectMax) {
@@ -54,6 +53,7 @@ TEST(Config, ReduceDirectMax) {
     EXPECT_EQ(ccl::reduce_direct_max(parse({{"CCL_ALLREDUCE_DIRECT_MAX", "1K"}}), 4), 1u << 10);
 }
 
+// CCL_BIND: whether a rank nobody bound binds itself (core/binding.h).
 TEST(Config, Bind) {
     EXPECT_TRUE(parse({{"CCL_BIND", "auto"}}).bind);
     EXPECT_FALSE(parse({{"CCL_BIND", "none"}}).bind);

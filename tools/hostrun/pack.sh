@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Packs what a bare x86-64 host needs to run ccl_bench beside its own Open MPI: the built
 # binaries and the libraries `ldd` lists (not libc, libm, libstdc++ or libgcc_s: the host's are
-# newer, and a carried libstdc++ broke the host's MPI build), plus env.sh and run.sh.
+# newer, and a carried libstdc++ broke the host's MPI build), plus env.sh and run.sh. Where this
+# machine has MPICH (../shared/peers/setup.sh), mpich.tar.xz carries the peers' benchmark built
+# against it for a portable target, with libmpich, UCX (and its CMA module) and hydra: the host
+# has no MPICH, and libmpich alone is 40 MB unpacked.
 #   tools/hostrun/pack.sh [BUILD] [DEST]     (default build, .devcarry/h16: ignored by git)
 # Then, on the host, in a copy of the checkout that holds DEST (two folders below its root, as
 # the default is): DEST/run.sh "2 4 8 16" allreduce,broadcast,barrier
@@ -17,4 +20,19 @@ ldd "$build/libccl.so.0" "${bins[@]/#/$build/}" | awk '/=>/ {print $3}' | sort -
     grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libccl)\.so' | xargs -r -I{} cp -L {} "$dest/lib/"
 strip "$dest"/bin/* "$dest/lib/libccl.so.0"
 cp "$repo/tools/hostrun/env.sh" "$repo/tools/hostrun/run.sh" "$dest/"
+if command -v mpicxx.mpich >/dev/null; then
+    m=$(mktemp -d)
+    mkdir -p "$m/bin" "$m/lib/ucx"
+    mpicxx.mpich -O3 -march=x86-64-v3 -std=c++20 -o "$m/bin/mpi_family_bench.mpich" \
+        "$repo/bench/peers/mpi_family_bench.cpp"
+    hydra=$(readlink -f "$(command -v mpiexec.mpich)")
+    cp "$hydra" "$(dirname "$hydra")/hydra_pmi_proxy" "$m/bin/"
+    ldd "$m/bin/mpi_family_bench.mpich" "$hydra" | awk '/=>/ {print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libresolv)\.so' | xargs -r -I{} cp -L {} "$m/lib/"
+    ucp=$(ldd "$m/bin/mpi_family_bench.mpich" | awk '/libucp/ {print $3}')
+    cp -L "$(dirname "$ucp")/ucx/libuct_cma.so.0" "$m/lib/ucx/"
+    strip "$m"/bin/* "$m"/lib/*.so* "$m"/lib/ucx/*
+    tar cJf "$dest/mpich.tar.xz" -C "$m" .
+    rm -rf "$m"
+fi
 du -sh "$dest"

@@ -163,9 +163,9 @@ Task ipc_step(std::shared_ptr<IpcCall> c) {
     for (const IpcSlot& s : c->all) {
         all_ok = all_ok && s.ok;
         if (s.digest != c->mine.digest)
-            throw Error(CCL_ERROR_INVALID_USAGE,
-                        "ranks disagree on a call: this rank called " + c->sig.describe() +
-                            ", another rank something else");
+            throw Error(CCL_ERROR_INVALID_USAGE, "ranks disagree on a call: this rank called " +
+                                                     c->sig.describe() +
+                                                     ", another rank something else");
     }
     if (!all_ok) {
         Task t = run_steps(c->staged, c->user);

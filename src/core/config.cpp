@@ -161,6 +161,13 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.allgather_cma_max = cma_bound("CCL_ALLGATHER_CMA_MAX", v);
     if (const char* v = getenv_fn("CCL_ALLTOALL_CMA_MAX"))
         c.alltoall_cma_max = cma_bound("CCL_ALLTOALL_CMA_MAX", v);
+    if (const char* v = getenv_fn("CCL_CMA_THREADS"))
+        c.cma_threads = std::string(v) == "auto" ? 0 : int(parse_int("CCL_CMA_THREADS", v, 1, 64));
+    if (const char* v = getenv_fn("CCL_CMA_SLICE")) {
+        c.cma_slice = parse_bytes("CCL_CMA_SLICE", v, 4096, size_t(1) << 30);
+        if (c.cma_slice & (c.cma_slice - 1))
+            bad("CCL_CMA_SLICE", v, "a power of two from 4K to 1G (a page table's span: 2M)");
+    }
     if (const char* v = getenv_fn("CCL_POLL_TIME_US"))
         c.poll_time_us = parse_int("CCL_POLL_TIME_US", v, 0, 10000000);
     if (const char* v = getenv_fn("CCL_WORKER_COUNT"))

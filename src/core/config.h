@@ -34,6 +34,8 @@ struct Config {
     size_t cma_min = 0;                       // CCL_CMA_MIN: single-copy blocks; 0 = auto (probed)
     size_t allgather_cma_max = 0;             // CCL_ALLGATHER_CMA_MAX: 0 = auto (probed)
     size_t alltoall_cma_max = 0;              // CCL_ALLTOALL_CMA_MAX: 0 = auto (probed)
+    int cma_threads = 0;                      // CCL_CMA_THREADS: per large transfer; 0 = auto
+    size_t cma_slice = 2u << 20;              // CCL_CMA_SLICE: where large transfers are cut
     bool bind = true;                         // CCL_BIND: auto binds unbound ranks (core/binding.h)
     long poll_time_us = 20000;                // CCL_POLL_TIME_US: a waiting rank's polling (wait.h)
     // XPU (Level Zero, docs/xpu.md).

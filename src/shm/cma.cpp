@@ -1,13 +1,21 @@
 #include "shm/cma.h"
 
+#include <pthread.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -22,7 +30,8 @@ using Transfer = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, u
                              unsigned long);
 
 // The kernel may copy less than asked (at most about 1 GiB per call, or up to a bad page): loop.
-void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
+void transfer_one(Transfer fn, const char* what, pid_t pid, void* local, void* remote,
+                  size_t bytes) {
     size_t done = 0;
     while (done < bytes) {
         iovec l{static_cast<char*>(local) + done, bytes - done};
@@ -48,7 +57,135 @@ void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remot
     }
 }
 
+// Helper threads that copy slices of large transfers (cma_parallel). One per process, made by
+// the first communicator and never destroyed (its threads sleep until there is work, and end with
+// the process). Several transfers may run at once (threads sharing communicators): the helpers
+// take slices of whichever is posted, each caller copies slices of its own until none is left
+// unclaimed, then waits for the ones the helpers took.
+class Slicer {
+public:
+    explicit Slicer(int helpers) : owner_(::getpid()) {
+        try {
+            for (; helpers_ < helpers; ++helpers_) {
+                std::thread t([this] { serve(); });
+                pthread_setname_np(t.native_handle(), "ccl-cma");
+                t.detach();
+            }
+        } catch (const std::system_error&) {  // no more threads: fewer helpers, same results
+        }
+    }
+    int helpers() const { return helpers_; }
+    // After a fork the helpers are gone (and the lock may be held by a thread that is too).
+    bool usable() const { return owner_ == ::getpid(); }
+
+    // Runs part(0) .. part(parts - 1); rethrows the first part's exception once all have ended.
+    void run(size_t parts, const std::function<void(size_t)>& part) {
+        Job job(part, parts);
+        {
+            std::lock_guard lock(m_);
+            jobs_.push_back(&job);
+        }
+        work_.notify_all();
+        copy(job);
+        std::unique_lock lock(m_);
+        jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));  // none left to claim
+        done_.wait(lock, [&] { return job.finished == parts && job.holders == 0; });
+        if (job.error) std::rethrow_exception(job.error);
+    }
+
+private:
+    struct Job {
+        Job(const std::function<void(size_t)>& p, size_t n) : part(p), parts(n) {}
+        const std::function<void(size_t)>& part;
+        const size_t parts;
+        std::atomic<size_t> next{0};
+        size_t finished = 0, holders = 0;  // under m_
+        std::exception_ptr error;          // under m_
+    };
+
+    // Claims and copies parts of `job` until none is left to claim.
+    void copy(Job& job) {
+        for (size_t p; (p = job.next.fetch_add(1, std::memory_order_relaxed)) < job.parts;) {
+            std::exception_ptr error;
+            try {
+                job.part(p);
+            } catch (...) {
+                error = std::current_exception();
+            }
+            std::lock_guard lock(m_);
+            if (error && !job.error) job.error = error;
+            if (++job.finished == job.parts) done_.notify_all();
+        }
+    }
+
+    Job* claimable() {
+        for (Job* j : jobs_)
+            if (j->next.load(std::memory_order_relaxed) < j->parts) return j;
+        return nullptr;
+    }
+
+    void serve() {
+        std::unique_lock lock(m_);
+        for (;;) {
+            // Once: callers claim parts without the lock, so a second look may find none.
+            Job* job = nullptr;
+            work_.wait(lock, [&] { return (job = claimable()) != nullptr; });
+            ++job->holders;  // its caller waits for this before the job goes out of scope
+            lock.unlock();
+            copy(*job);
+            lock.lock();
+            if (--job->holders == 0) done_.notify_all();
+        }
+    }
+
+    const pid_t owner_;
+    int helpers_ = 0;  // set before the Slicer is published
+    std::mutex m_;
+    std::condition_variable work_, done_;
+    std::vector<Job*> jobs_;  // under m_
+};
+
+std::atomic<Slicer*> slicer{nullptr};
+std::atomic<int> threads_wanted{1};
+std::atomic<size_t> slice_bytes{size_t(2) << 20};
+std::mutex slicer_made;
+
+// Cuts a transfer of at least two slices' bytes at the remote side's multiples of the slice,
+// into as many parts of whole slices as there are threads.
+void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
+    Slicer* s = slicer.load(std::memory_order_acquire);
+    const size_t slice = slice_bytes.load(std::memory_order_relaxed);
+    const uintptr_t from = reinterpret_cast<uintptr_t>(remote), to = from + bytes;
+    const size_t slices = bytes == 0 ? 0 : (to - 1) / slice - from / slice + 1;
+    const size_t threads =
+        s && s->usable()
+            ? size_t(std::min(threads_wanted.load(std::memory_order_relaxed), s->helpers() + 1))
+            : 1;
+    if (bytes < 2 * slice || threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
+    const size_t parts = std::min(slices, threads);
+    const uintptr_t first = from / slice;  // the slice the transfer starts in
+    s->run(parts, [&](size_t p) {
+        const uintptr_t a = std::max(from, (first + p * slices / parts) * slice),
+                        b = std::min(to, (first + (p + 1) * slices / parts) * slice);
+        transfer_one(fn, what, pid, static_cast<char*>(local) + (a - from),
+                     reinterpret_cast<void*>(a), b - a);
+    });
+}
+
 }  // namespace
+
+void cma_parallel(int threads, size_t slice) {
+    slice_bytes.store(slice, std::memory_order_relaxed);
+    threads_wanted.store(threads, std::memory_order_relaxed);
+    std::lock_guard lock(slicer_made);
+    Slicer* s = slicer.load(std::memory_order_acquire);
+    if (threads <= 1 || (s && s->usable() && s->helpers() + 1 >= threads)) return;
+    // More helpers than before, or a forked child's first: a new set. An old one stays
+    // reachable and idle (its helpers sleep in it).
+    static std::vector<Slicer*> retired;
+    if (s) retired.push_back(s);
+    slicer.store(new Slicer(threads - 1), std::memory_order_release);
+}
 
 void cma_read(pid_t pid, void* local, const void* remote, size_t bytes) {
     transfer(::process_vm_readv, "process_vm_readv", pid, local, const_cast<void*>(remote), bytes);

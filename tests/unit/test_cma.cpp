@@ -1,9 +1,16 @@
-// The single-copy probe and the threshold chosen from it (shm/cma.h).
+// The single-copy probe, the threshold chosen from it, and large transfers in slices (shm/cma.h).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
+#include "core/error.h"
 #include "shm/cma.h"
 
 using ccl::shm::cma_min_bytes;
@@ -28,4 +35,66 @@ TEST(Cma, ProbeTimesAReadOrFails) {
     EXPECT_GT(ns, 0);
     EXPECT_LT(ns, 1e8);
     EXPECT_LT(ccl::shm::cma_probe(getpid(), nullptr, sizeof word), 0);  // a bad address fails
+}
+
+// Large transfers in slices on several threads (cma_parallel): every byte arrives, wherever the
+// slice boundaries fall, with several transfers at once; nothing outside the range is touched.
+TEST(Cma, SlicedTransfersCopyEveryByte) {
+    const uint64_t probe = 42;
+    if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
+        GTEST_SKIP() << "process_vm_readv is not allowed here";
+    ccl::shm::cma_parallel(4, 4096);
+    auto check = [](unsigned seed) {
+        for (size_t bytes : {size_t(0), size_t(1), size_t(8191), size_t(8192),
+                             size_t(3 * 4096 + 17), size_t(1 << 20) + 123}) {
+            for (size_t skew : {size_t(0), size_t(1), size_t(4095)}) {
+                std::vector<unsigned char> src(bytes + skew + 64), dst(bytes + 128, 0xee);
+                for (size_t i = 0; i < src.size(); ++i) src[i] = (unsigned char)(i * 131 + seed);
+                unsigned char* from = src.data() + skew;
+                ccl::shm::cma_read(getpid(), dst.data() + 64, from, bytes);
+                for (size_t i = 0; i < bytes; ++i)
+                    ASSERT_EQ(dst[64 + i], from[i]) << "read " << bytes << " at " << i;
+                for (size_t i = 0; i < 64; ++i) ASSERT_EQ(dst[i], 0xee);
+                for (size_t i = 64 + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xee);
+                std::fill(dst.begin(), dst.end(), 0xee);
+                ccl::shm::cma_write(getpid(), dst.data() + 64, from, bytes);
+                for (size_t i = 0; i < bytes; ++i)
+                    ASSERT_EQ(dst[64 + i], from[i]) << "write " << bytes << " at " << i;
+                for (size_t i = 64 + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xee);
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < 3; ++t) threads.emplace_back(check, t);
+    check(7);
+    for (auto& t : threads) t.join();
+    ccl::shm::cma_parallel(1, 2u << 20);
+}
+
+// A slice that fails (here: a page in the middle is not mapped) fails the whole transfer with
+// the system's reason, on the calling thread; the helpers go on serving later transfers.
+TEST(Cma, SlicedTransferFailureIsReported) {
+    const uint64_t probe = 42;
+    if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
+        GTEST_SKIP() << "process_vm_readv is not allowed here";
+    ccl::shm::cma_parallel(4, 4096);
+    const size_t page = 4096, bytes = 8 * page;
+    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    char* src = static_cast<char*>(map);
+    std::memset(src, 1, bytes);
+    ASSERT_EQ(munmap(src + 5 * page, page), 0);
+    std::vector<char> dst(bytes);
+    try {
+        ccl::shm::cma_read(getpid(), dst.data(), src, bytes);
+        ADD_FAILURE() << "a read over an unmapped page succeeded";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_SYSTEM);
+        EXPECT_NE(std::string(e.what()).find("process_vm_readv"), std::string::npos) << e.what();
+    }
+    ccl::shm::cma_read(getpid(), dst.data(), src, 5 * page);  // before the hole: fine
+    EXPECT_EQ(dst[5 * page - 1], 1);
+    munmap(src, 5 * page);
+    munmap(src + 6 * page, 2 * page);
+    ccl::shm::cma_parallel(1, 2u << 20);
 }

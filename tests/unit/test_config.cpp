@@ -92,6 +92,11 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(parse({{"CCL_POLL_TIME_US", "500"}}).poll_time_us, 500);
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "auto"}}).cma_min, 0u);
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "32K"}}).cma_min, 32u << 10);
+    EXPECT_EQ(parse({}).cma_threads, 0);  // auto
+    EXPECT_EQ(parse({{"CCL_CMA_THREADS", "auto"}}).cma_threads, 0);
+    EXPECT_EQ(parse({{"CCL_CMA_THREADS", "3"}}).cma_threads, 3);
+    EXPECT_EQ(parse({}).cma_slice, 2u << 20);
+    EXPECT_EQ(parse({{"CCL_CMA_SLICE", "4K"}}).cma_slice, 4096u);
 }
 
 TEST(Config, RejectsMalformed) {
@@ -118,6 +123,11 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_ALLTOALL_CMA_MAX", "-4K");
     expect_rejected("CCL_CMA_MIN", "0");
     expect_rejected("CCL_CMA_MIN", "some");
+    expect_rejected("CCL_CMA_THREADS", "0");
+    expect_rejected("CCL_CMA_THREADS", "65");
+    expect_rejected("CCL_CMA_SLICE", "2K");  // below a page
+    expect_rejected("CCL_CMA_SLICE", "3M");  // not a power of two
+    expect_rejected("CCL_CMA_SLICE", "2G");
 }
 
 }  // namespace

@@ -244,6 +244,8 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     if (const size_t own = sdispl[ume + 1] - sdispl[ume];
         own > 0 && in + sdispl[ume] != out + rdispl[ume])
         copy_out(out + rdispl[ume], in + sdispl[ume], own, stream);
+    PerRank<CmaRead> reads(direct ? un : 0);  // single-copy blocks, read together below
+    size_t nreads = 0;
     for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
         const size_t r = size_t((me + i) % n), bytes = rdispl[r + 1] - rdispl[r];
         if (bytes == 0) continue;
@@ -260,12 +262,14 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         if (inlines(eager, rec.bytes(un), to_peers, largest_of[r], first.piece)) {
             std::memcpy(out + rdispl[r], rec.p + rec.bytes(un) + before, bytes);
         } else if (direct) {
-            cma_read(arena.peer_pid(int(r)), out + rdispl[r], rec.head().base + at, bytes);
+            reads[nreads++] = {arena.peer_pid(int(r)), out + rdispl[r], rec.head().base + at,
+                               bytes};
         } else {
             std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), ume),
                         std::min(first.piece, bytes));
         }
     }
+    if (nreads > 0) cma_read_all(reads.data(), nreads);
     arena.done();
     if (direct) {
         // Until every peer is done, it may still read my send buffer. A lane round need not

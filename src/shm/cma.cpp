@@ -191,6 +191,30 @@ void cma_read(pid_t pid, void* local, const void* remote, size_t bytes) {
     transfer(::process_vm_readv, "process_vm_readv", pid, local, const_cast<void*>(remote), bytes);
 }
 
+void cma_read_all(const CmaRead* reads, size_t n) {
+    Slicer* s = slicer.load(std::memory_order_acquire);
+    const size_t slice = slice_bytes.load(std::memory_order_relaxed);
+    size_t total = 0;
+    bool sliced = false;  // a block that transfer() cuts into slices itself
+    for (size_t i = 0; i < n; ++i) {
+        total += reads[i].bytes;
+        sliced = sliced || reads[i].bytes >= 2 * slice;
+    }
+    const bool two = s && s->usable() && s->helpers() > 0 &&
+                     threads_wanted.load(std::memory_order_relaxed) > 1 && n > 1 &&
+                     total >= kParallelReads && !sliced;
+    if (!two) {
+        for (size_t i = 0; i < n; ++i)
+            cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);
+        return;
+    }
+    s->run(2, [&](size_t part) {
+        for (size_t i = part; i < n; i += 2)
+            transfer_one(::process_vm_readv, "process_vm_readv", reads[i].pid, reads[i].local,
+                         const_cast<void*>(reads[i].remote), reads[i].bytes);
+    });
+}
+
 void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {
     transfer(::process_vm_writev, "process_vm_writev", pid, const_cast<void*>(local), remote,
              bytes);

@@ -98,3 +98,36 @@ TEST(Cma, SlicedTransferFailureIsReported) {
     munmap(src + 6 * page, 2 * page);
     ccl::shm::cma_parallel(1, 2u << 20);
 }
+
+// Reads from several places at once (cma_read_all): on two threads when they add up to
+// kParallelReads and none is cut into slices, else one after another; every block lands where
+// asked, and a failing one fails the call.
+TEST(Cma, ReadAllCopiesEveryBlock) {
+    const uint64_t probe = 42;
+    if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
+        GTEST_SKIP() << "process_vm_readv is not allowed here";
+    for (size_t slice : {size_t(1) << 30, size_t(4096)}) {  // two threads; then slices instead
+        ccl::shm::cma_parallel(3, slice);
+        const size_t sizes[] = {300000, 1, 0, 500001, 4096, 400000};
+        std::vector<std::vector<unsigned char>> src, dst;
+        std::vector<ccl::shm::CmaRead> reads;
+        size_t total = 0;
+        for (size_t b : sizes) {
+            src.emplace_back(b + 7);
+            dst.emplace_back(b + 64, 0xee);
+            for (size_t i = 0; i < src.back().size(); ++i)
+                src.back()[i] = (unsigned char)(i * 7 + b);
+            reads.push_back({getpid(), dst.back().data(), src.back().data() + 7, b});
+            total += b;
+        }
+        ASSERT_GE(total, ccl::shm::kParallelReads);
+        ccl::shm::cma_read_all(reads.data(), reads.size());
+        for (size_t k = 0; k < reads.size(); ++k) {
+            for (size_t i = 0; i < sizes[k]; ++i) ASSERT_EQ(dst[k][i], src[k][7 + i]) << k;
+            for (size_t i = sizes[k]; i < dst[k].size(); ++i) ASSERT_EQ(dst[k][i], 0xee) << k;
+        }
+        reads[3].remote = nullptr;  // a bad address
+        EXPECT_THROW(ccl::shm::cma_read_all(reads.data(), reads.size()), ccl::Error);
+    }
+    ccl::shm::cma_parallel(1, 2u << 20);
+}

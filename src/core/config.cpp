@@ -150,8 +150,10 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     }
     if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MIN"))
         c.allreduce_cma_min = parse_bytes("CCL_ALLREDUCE_CMA_MIN", v, 0, size_t(1) << 40);
-    if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MAX"))
+    if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MAX")) {
         c.allreduce_cma_max = parse_bytes("CCL_ALLREDUCE_CMA_MAX", v, 0, size_t(1) << 40);
+        c.allreduce_cma_max_set = true;
+    }
     // Single-copy bounds: "auto" (0) or a byte count of at least 1.
     auto cma_bound = [](const char* name, const char* v) {
         return std::string(v) == "auto" ? 0 : parse_bytes(name, v, 1, size_t(1) << 40);

@@ -25,6 +25,7 @@ struct Config {
     bool allreduce_direct_max_set = false;    // given by the user: no scaling with the ranks
     size_t allreduce_cma_min = 256u << 10;    // CCL_ALLREDUCE_CMA_MIN: smallest auto cma slice
     size_t allreduce_cma_max = 32u << 20;     // CCL_ALLREDUCE_CMA_MAX: auto cma below this
+    bool allreduce_cma_max_set = false;       // given by the user: holds with threaded copies
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
     std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
     int local_rank = 0;                       // the launcher's local rank: picks our cpus

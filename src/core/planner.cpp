@@ -52,14 +52,19 @@ size_t allreduce_direct_max(const Config& cfg, int n) {
 
 // Whether a large allreduce or reduce goes single copy (shm/cma.h): allowed here, a scratch
 // piece of a cache line per rank, and with CCL_ALLREDUCE=auto slices (bytes / ranks) of at least
-// `min_slice` in messages below CCL_ALLREDUCE_CMA_MAX.
+// `min_slice` in messages below CCL_ALLREDUCE_CMA_MAX. Where large transfers run on several
+// threads (shm::cma_parallel) and the user set no bound, at any size: on the 16-core host, single
+// copy against rsag (ms), 64 MiB, 2 ranks: reduce 9.9-10.5 / 14.3-14.4, allreduce 10.4-13.0 /
+// 13.3-15.0; 4 ranks: reduce 10.6-14.1 / 15.0-15.2, allreduce 15.8-16.3 / 18.4-19.6; 256 MiB
+// (another lease): reduce 63-67 / 76 at 2 ranks, 57 / 69-81 at 4, allreduce even (68-81).
 bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes, bool single_copy,
                       size_t min_slice) {
     const size_t n = size_t(arena.nranks());
     const std::string& choice = cfg.allreduce_algo;
+    const size_t most =
+        cfg.allreduce_cma_max_set || shm::cma_threads() < 2 ? cfg.allreduce_cma_max : SIZE_MAX;
     return single_copy && arena.buffer_size() / n >= 64 &&
-           (choice == "cma" ||
-            (choice == "auto" && bytes / n >= min_slice && bytes < cfg.allreduce_cma_max));
+           (choice == "cma" || (choice == "auto" && bytes / n >= min_slice && bytes < most));
 }
 
 // Whether a broadcast between two ranks goes single copy, each rank copying half

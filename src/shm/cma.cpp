@@ -150,6 +150,13 @@ std::atomic<int> threads_wanted{1};
 std::atomic<size_t> slice_bytes{size_t(2) << 20};
 std::mutex slicer_made;
 
+// The threads a transfer may run on with `s` (null: none made yet).
+int threads_of(const Slicer* s) {
+    return s && s->usable()
+               ? std::min(threads_wanted.load(std::memory_order_relaxed), s->helpers() + 1)
+               : 1;
+}
+
 // Cuts a transfer of at least two slices' bytes at the remote side's multiples of the slice,
 // into as many parts of whole slices as there are threads.
 void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
@@ -157,10 +164,7 @@ void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remot
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
     const uintptr_t from = reinterpret_cast<uintptr_t>(remote), to = from + bytes;
     const size_t slices = bytes == 0 ? 0 : (to - 1) / slice - from / slice + 1;
-    const size_t threads =
-        s && s->usable()
-            ? size_t(std::min(threads_wanted.load(std::memory_order_relaxed), s->helpers() + 1))
-            : 1;
+    const size_t threads = size_t(threads_of(s));
     if (bytes < 2 * slice || threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
     const size_t parts = std::min(slices, threads);
     const uintptr_t first = from / slice;  // the slice the transfer starts in
@@ -191,6 +195,8 @@ void cma_read(pid_t pid, void* local, const void* remote, size_t bytes) {
     transfer(::process_vm_readv, "process_vm_readv", pid, local, const_cast<void*>(remote), bytes);
 }
 
+int cma_threads() { return threads_of(slicer.load(std::memory_order_acquire)); }
+
 void cma_read_all(const CmaRead* reads, size_t n) {
     Slicer* s = slicer.load(std::memory_order_acquire);
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
@@ -200,9 +206,7 @@ void cma_read_all(const CmaRead* reads, size_t n) {
         total += reads[i].bytes;
         sliced = sliced || reads[i].bytes >= 2 * slice;
     }
-    const bool two = s && s->usable() && s->helpers() > 0 &&
-                     threads_wanted.load(std::memory_order_relaxed) > 1 && n > 1 &&
-                     total >= kParallelReads && !sliced;
+    const bool two = threads_of(s) > 1 && n > 1 && total >= kParallelReads && !sliced;
     if (!two) {
         for (size_t i = 0; i < n; ++i)
             cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);

@@ -24,6 +24,8 @@ void cma_write(pid_t pid, void* remote, const void* local, size_t bytes);
 // at most `threads` parts (this thread copies one). Process-wide; communicators made by a launch
 // set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off.
 void cma_parallel(int threads, size_t slice);
+// The threads a large transfer runs on now (1: it is not cut).
+int cma_threads();
 
 // Reads from several processes (an all-to-all's blocks from its peers). Where cma_parallel allows
 // threads, the blocks are below two slices each and they add up to kParallelReads or more, two

@@ -92,6 +92,8 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(parse({{"CCL_POLL_TIME_US", "500"}}).poll_time_us, 500);
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "auto"}}).cma_min, 0u);
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "32K"}}).cma_min, 32u << 10);
+    EXPECT_FALSE(parse({}).allreduce_cma_max_set);
+    EXPECT_TRUE(parse({{"CCL_ALLREDUCE_CMA_MAX", "64M"}}).allreduce_cma_max_set);
     EXPECT_EQ(parse({}).cma_threads, 0);  // auto
     EXPECT_EQ(parse({{"CCL_CMA_THREADS", "auto"}}).cma_threads, 0);
     EXPECT_EQ(parse({{"CCL_CMA_THREADS", "3"}}).cma_threads, 3);

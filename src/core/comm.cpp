@@ -135,7 +135,7 @@ std::unique_ptr<Bootstrap> kvs_bootstrap(kvs::Client& kvs, int size, int rank) {
 // share), at most 4. On the Xeon host, each of 2 ranks in a ring reading 16 MiB from the next:
 // 2.0 ms on one thread, 1.05 on two, 0.54 on four; 4 ranks: 2.2, 1.04, 0.85 (64 MiB: 15.1, 8.5,
 // 6.5, the memory's limit nearing).
-int cma_threads(const Config& c, const Topology& t) {
+int cma_threads_wanted(const Config& c, const Topology& t) {
     if (c.cma_threads) return c.cma_threads;
     cpu_set_t mine;
     const int own = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? CPU_COUNT(&mine) : 1;
@@ -162,11 +162,11 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         setup_multinode(boot);
     single_copy_ = probe_single_copy();
     if (bind && single_copy_) {  // a launch's communicator; a split's ranks are its parent's
-        const int threads = cma_threads(config_, topo_);
+        const int threads = cma_threads_wanted(config_, topo_);
         shm::cma_parallel(threads, config_.cma_slice);
         if (threads > 1 && rank == 0)
             log().info("single-copy transfers of {} KiB or more: {} threads each",
-                       config_.cma_slice >> 9, threads);
+                       (2 * config_.cma_slice) >> 10, threads);
     }
     recent_ = {};  // planned before single copy was known
     workers();     // started now, so that the first nonblocking call does not pay for it

@@ -20,9 +20,9 @@ void cma_write(pid_t pid, void* remote, const void* local, size_t bytes);
 // (about 8 GB/s on the Xeon host). Threads on pages under different page tables scale, where on
 // one page table's pages they contend for its lock (the Xeon host, a 16 MiB read: 2.0 ms on one
 // thread, 0.54 ms on four; 2 MiB: no faster). So a transfer is cut at the remote side's
-// multiples of `slice` (2 MiB: one page table's span on x86-64) when it spans at least two, into
-// at most `threads` parts (this thread copies one). Process-wide; communicators made by a launch
-// set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off.
+// multiples of `slice` (2 MiB: one page table's span on x86-64) when it is two slices long or
+// more, into at most `threads` parts (this thread copies one). Process-wide; communicators made by
+// a launch set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off.
 void cma_parallel(int threads, size_t slice);
 // The threads a large transfer runs on now (1: it is not cut).
 int cma_threads();

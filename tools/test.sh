@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds ccl and runs every test: the regular build, then the same
 # tests under ASan+UBSan, then the threaded tests (KVS, arena, cache, workers, requests, groups,
-# threads, large single-copy transfers in slices, split communicators, point to point over shared memory and over libfabric (whose
-# progress thread runs beside the caller's), the PMI and rendezvous clients, abort) under TSan.
+# threads, large single-copy transfers in slices, split communicators, point to point over shared
+# memory and over libfabric (whose progress thread runs beside the caller's), the PMI and
+# rendezvous clients, abort) under TSan.
 # Usage: tools/test.sh [--quick]   (--quick: the regular build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."

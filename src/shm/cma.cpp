@@ -206,17 +206,15 @@ void cma_read_all(const CmaRead* reads, size_t n) {
         total += reads[i].bytes;
         sliced = sliced || reads[i].bytes >= 2 * slice;
     }
-    const bool two = threads_of(s) > 1 && n > 1 && total >= kParallelReads && !sliced;
-    if (!two) {
-        for (size_t i = 0; i < n; ++i)
+    // Every part's reads: each is below two slices here, so cma_read does not cut it again.
+    auto part = [&](size_t first, size_t step) {
+        for (size_t i = first; i < n; i += step)
             cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);
-        return;
-    }
-    s->run(2, [&](size_t part) {
-        for (size_t i = part; i < n; i += 2)
-            transfer_one(::process_vm_readv, "process_vm_readv", reads[i].pid, reads[i].local,
-                         const_cast<void*>(reads[i].remote), reads[i].bytes);
-    });
+    };
+    if (threads_of(s) > 1 && n > 1 && total >= kParallelReads && !sliced)
+        s->run(2, [&](size_t p) { part(p, 2); });
+    else
+        part(0, 1);
 }
 
 void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {

@@ -37,12 +37,21 @@ TEST(Cma, ProbeTimesAReadOrFails) {
     EXPECT_LT(ccl::shm::cma_probe(getpid(), nullptr, sizeof word), 0);  // a bad address fails
 }
 
+// The tests of threaded transfers: skipped where single copy is not allowed; each leaves
+// transfers on one thread again, as the process started, however it ends.
+class CmaThreads : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const uint64_t probe = 42;
+        if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
+            GTEST_SKIP() << "process_vm_readv is not allowed here";
+    }
+    void TearDown() override { ccl::shm::cma_parallel(1, 2u << 20); }
+};
+
 // Large transfers in slices on several threads (cma_parallel): every byte arrives, wherever the
 // slice boundaries fall, with several transfers at once; nothing outside the range is touched.
-TEST(Cma, SlicedTransfersCopyEveryByte) {
-    const uint64_t probe = 42;
-    if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
-        GTEST_SKIP() << "process_vm_readv is not allowed here";
+TEST_F(CmaThreads, SlicedTransfersCopyEveryByte) {
     ccl::shm::cma_parallel(4, 4096);
     auto check = [](unsigned seed) {
         for (size_t bytes : {size_t(0), size_t(1), size_t(8191), size_t(8192),
@@ -68,15 +77,11 @@ TEST(Cma, SlicedTransfersCopyEveryByte) {
     for (unsigned t = 0; t < 3; ++t) threads.emplace_back(check, t);
     check(7);
     for (auto& t : threads) t.join();
-    ccl::shm::cma_parallel(1, 2u << 20);
 }
 
 // A slice that fails (here: a page in the middle is not mapped) fails the whole transfer with
 // the system's reason, on the calling thread; the helpers go on serving later transfers.
-TEST(Cma, SlicedTransferFailureIsReported) {
-    const uint64_t probe = 42;
-    if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
-        GTEST_SKIP() << "process_vm_readv is not allowed here";
+TEST_F(CmaThreads, SlicedTransferFailureIsReported) {
     ccl::shm::cma_parallel(4, 4096);
     const size_t page = 4096, bytes = 8 * page;
     void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -96,16 +101,12 @@ TEST(Cma, SlicedTransferFailureIsReported) {
     EXPECT_EQ(dst[5 * page - 1], 1);
     munmap(src, 5 * page);
     munmap(src + 6 * page, 2 * page);
-    ccl::shm::cma_parallel(1, 2u << 20);
 }
 
 // Reads from several places at once (cma_read_all): on two threads when they add up to
 // kParallelReads and none is cut into slices, else one after another; every block lands where
 // asked, and a failing one fails the call.
-TEST(Cma, ReadAllCopiesEveryBlock) {
-    const uint64_t probe = 42;
-    if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
-        GTEST_SKIP() << "process_vm_readv is not allowed here";
+TEST_F(CmaThreads, ReadAllCopiesEveryBlock) {
     for (size_t slice : {size_t(1) << 30, size_t(4096)}) {  // two threads; then slices instead
         ccl::shm::cma_parallel(3, slice);
         const size_t sizes[] = {300000, 1, 0, 500001, 4096, 400000};
@@ -129,5 +130,4 @@ TEST(Cma, ReadAllCopiesEveryBlock) {
         reads[3].remote = nullptr;  // a bad address
         EXPECT_THROW(ccl::shm::cma_read_all(reads.data(), reads.size()), ccl::Error);
     }
-    ccl::shm::cma_parallel(1, 2u << 20);
 }

@@ -12,12 +12,20 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$repo/build}
 dest=${2:-$repo/.devcarry/h16}
+# carry_libs DIR FILE...: the libraries the files need into DIR, but glibc's and the C++
+# runtime (the host's) and libccl (copied as built).
+carry_libs() {
+    local dir=$1
+    shift
+    ldd "$@" | awk '/=>/ {print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libresolv|libstdc\+\+|libgcc_s|libccl)\.so' |
+        xargs -r -I{} cp -L {} "$dir/"
+}
 mkdir -p "$dest/bin" "$dest/lib"
 bins=(ccl_bench cclrun ccl_info handoff_lat exchange_lat)
 for b in "${bins[@]}"; do cp "$build/$b" "$dest/bin/"; done
 cp -L "$build/libccl.so.0" "$dest/lib/"
-ldd "$build/libccl.so.0" "${bins[@]/#/$build/}" | awk '/=>/ {print $3}' | sort -u |
-    grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libccl)\.so' | xargs -r -I{} cp -L {} "$dest/lib/"
+carry_libs "$dest/lib" "$build/libccl.so.0" "${bins[@]/#/$build/}"
 strip "$dest"/bin/* "$dest/lib/libccl.so.0"
 cp "$repo/tools/hostrun/env.sh" "$repo/tools/hostrun/run.sh" "$dest/"
 if command -v mpicxx.mpich >/dev/null; then
@@ -27,8 +35,7 @@ if command -v mpicxx.mpich >/dev/null; then
         "$repo/bench/peers/mpi_family_bench.cpp"
     hydra=$(readlink -f "$(command -v mpiexec.mpich)")
     cp "$hydra" "$(dirname "$hydra")/hydra_pmi_proxy" "$m/bin/"
-    ldd "$m/bin/mpi_family_bench.mpich" "$hydra" | awk '/=>/ {print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libresolv)\.so' | xargs -r -I{} cp -L {} "$m/lib/"
+    carry_libs "$m/lib" "$m/bin/mpi_family_bench.mpich" "$hydra"
     ucp=$(ldd "$m/bin/mpi_family_bench.mpich" | awk '/libucp/ {print $3}')
     cp -L "$(dirname "$ucp")/ucx/libuct_cma.so.0" "$m/lib/ucx/"
     strip "$m"/bin/* "$m"/lib/*.so* "$m"/lib/ucx/*

@@ -166,7 +166,7 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         shm::cma_parallel(threads, config_.cma_slice);
         if (threads > 1 && rank == 0)
             log().info("single-copy transfers of {} KiB or more: {} threads each",
-                       (2 * config_.cma_slice) >> 10, threads);
+                       config_.cma_slice >> 10, threads);
     }
     recent_ = {};  // planned before single copy was known
     workers();     // started now, so that the first nonblocking call does not pay for it

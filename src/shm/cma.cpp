@@ -158,14 +158,25 @@ int threads_of(const Slicer* s) {
 }
 
 // Cuts a transfer of at least two slices' bytes at the remote side's multiples of the slice,
-// into as many parts of whole slices as there are threads.
+// into as many parts of whole slices as there are threads; one of one slice or more in two
+// halves.
 void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
     Slicer* s = slicer.load(std::memory_order_acquire);
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
     const uintptr_t from = reinterpret_cast<uintptr_t>(remote), to = from + bytes;
     const size_t slices = bytes == 0 ? 0 : (to - 1) / slice - from / slice + 1;
     const size_t threads = size_t(threads_of(s));
-    if (bytes < 2 * slice || threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
+    if (bytes < slice || threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
+    if (bytes < 2 * slice) {
+        // At the page boundary below the middle, where that is inside.
+        const size_t half = std::max(from, (from + bytes / 2) & ~uintptr_t(4095)) - from;
+        s->run(2, [&](size_t p) {
+            const size_t a = p == 0 ? 0 : half, b = p == 0 ? half : bytes;
+            transfer_one(fn, what, pid, static_cast<char*>(local) + a,
+                         static_cast<char*>(remote) + a, b - a);
+        });
+        return;
+    }
     const size_t parts = std::min(slices, threads);
     const uintptr_t first = from / slice;  // the slice the transfer starts in
     s->run(parts, [&](size_t p) {
@@ -201,20 +212,21 @@ void cma_read_all(const CmaRead* reads, size_t n) {
     Slicer* s = slicer.load(std::memory_order_acquire);
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
     size_t total = 0;
-    bool sliced = false;  // a block that transfer() cuts into slices itself
+    bool whole = true;  // no block that transfer() would cut into slices
     for (size_t i = 0; i < n; ++i) {
         total += reads[i].bytes;
-        sliced = sliced || reads[i].bytes >= 2 * slice;
+        whole = whole && reads[i].bytes < 2 * slice;
     }
-    // Every part's reads: each is below two slices here, so cma_read does not cut it again.
-    auto part = [&](size_t first, size_t step) {
-        for (size_t i = first; i < n; i += step)
-            cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);
-    };
-    if (threads_of(s) > 1 && n > 1 && total >= kParallelReads && !sliced)
-        s->run(2, [&](size_t p) { part(p, 2); });
-    else
-        part(0, 1);
+    if (threads_of(s) > 1 && n > 1 && total >= kParallelReads && whole) {
+        s->run(2, [&](size_t p) {
+            for (size_t i = p; i < n; i += 2)
+                transfer_one(::process_vm_readv, "process_vm_readv", reads[i].pid, reads[i].local,
+                             const_cast<void*>(reads[i].remote), reads[i].bytes);
+        });
+        return;
+    }
+    for (size_t i = 0; i < n; ++i)
+        cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);
 }
 
 void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {

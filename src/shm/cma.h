@@ -19,22 +19,25 @@ void cma_write(pid_t pid, void* remote, const void* local, size_t bytes);
 // and copies every page on the thread that asks, so one transfer runs at one core's copy speed
 // (about 8 GB/s on the Xeon host). Threads on pages under different page tables scale, where on
 // one page table's pages they contend for its lock (the Xeon host, a 16 MiB read: 2.0 ms on one
-// thread, 0.54 ms on four; 2 MiB: no faster). So a transfer is cut at the remote side's
+// thread, 0.54 ms on four; 2 MiB: no faster on four). So a transfer is cut at the remote side's
 // multiples of `slice` (2 MiB: one page table's span on x86-64) when it is two slices long or
-// more, into at most `threads` parts (this thread copies one). Process-wide; communicators made by
-// a launch set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off.
+// more, into at most `threads` parts (this thread copies one). One of a slice or more but less
+// than two goes in two halves, which still paid (the host, a sendrecv ring of 2 MiB, medians of
+// five launches: 2 ranks 260 us on one thread, 245 in halves; 4 ranks 294, 269). Process-wide;
+// communicators made by a launch set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off.
 void cma_parallel(int threads, size_t slice);
 // The threads a large transfer runs on now (1: it is not cut).
 int cma_threads();
 
 // Reads from several processes (an all-to-all's blocks from its peers). Where cma_parallel allows
 // threads, the blocks are below two slices each and they add up to kParallelReads or more, two
-// threads read them, alternate blocks each: readers of different processes pin pages under
-// different page tables (the Xeon host, 4 ranks each reading 512 KiB from each of 3 peers:
-// 319 us on one thread, 177 on two, 203 on three, more readers of each peer then contending; in
-// ccl, an all-to-all of 2 MiB: 4 ranks 249-256 -> 215-226 us, 8 ranks 317-433 -> 258-276). Not
-// for allgathers, whose every block all peers read at once: no faster there. Otherwise one after
-// another, in the order given.
+// threads read them whole (not in halves), alternate blocks each: readers of different processes
+// pin pages under different page tables (the Xeon host, 4 ranks each reading 512 KiB from each of
+// 3 peers: 319 us on one thread, 177 on two, 203 on three, more readers of each peer then
+// contending; in ccl, an all-to-all of 2 MiB: 4 ranks 249-256 -> 215-226 us, 8 ranks 317-433 ->
+// 258-276; of 16 MiB at 8 ranks, 2 MiB blocks: 2.4-3.7 ms, where each block in two halves took
+// 3.6-7.2). Not for allgathers, whose every block all peers read at once: no faster there.
+// Otherwise one after another, in the order given (cma_read: large blocks cut).
 struct CmaRead {
     pid_t pid;
     void* local;

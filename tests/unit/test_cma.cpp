@@ -50,11 +50,12 @@ protected:
 };
 
 // Large transfers in slices on several threads (cma_parallel): every byte arrives, wherever the
-// slice boundaries fall, with several transfers at once; nothing outside the range is touched.
+// slice boundaries fall (or the middle, below two slices), with several transfers at once;
+// nothing outside the range is touched.
 TEST_F(CmaThreads, SlicedTransfersCopyEveryByte) {
     ccl::shm::cma_parallel(4, 4096);
     auto check = [](unsigned seed) {
-        for (size_t bytes : {size_t(0), size_t(1), size_t(8191), size_t(8192),
+        for (size_t bytes : {size_t(0), size_t(1), size_t(4097), size_t(8191), size_t(8192),
                              size_t(3 * 4096 + 17), size_t(1 << 20) + 123}) {
             for (size_t skew : {size_t(0), size_t(1), size_t(4095)}) {
                 std::vector<unsigned char> src(bytes + skew + 64), dst(bytes + 128, 0xee);

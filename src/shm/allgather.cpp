@@ -90,20 +90,30 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const int n = arena.nranks(), me = arena.rank();
     const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), dtype_size(dtype));
     char* out = static_cast<char*>(recv);
-    if (send != out + offset[size_t(me)])
-        std::memcpy(out + offset[size_t(me)], send, offset[size_t(me) + 1] - offset[size_t(me)]);
+    // My own block: copied while the peers get ready, or, a large one, beside the reads.
+    const size_t own =
+        send != out + offset[size_t(me)] ? offset[size_t(me) + 1] - offset[size_t(me)] : size_t(0);
+    auto copy_own = [&] { std::memcpy(out + offset[size_t(me)], send, own); };
+    const bool beside = own >= kBesideBytes && cma_threads() > 1;
+    if (own > 0 && !beside) copy_own();
     arena.begin_round(sig);
     co_await arena.buffer_free();
     *static_cast<const void**>(arena.own_buffer()) = send;  // where peers read my block
     arena.ready();
     co_await arena.all_ready();
-    for (int i = 1; i < n; ++i) {  // starting at the next rank, so that ranks read different peers
-        int r = (me + i) % n;
-        size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
-        if (bytes > 0)
-            cma_read(arena.peer_pid(r), out + offset[size_t(r)],
-                     *static_cast<const void* const*>(arena.peer_buffer(r)), bytes);
-    }
+    auto read_peers = [&] {
+        for (int i = 1; i < n; ++i) {  // from the next rank on, so that ranks read different peers
+            int r = (me + i) % n;
+            size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
+            if (bytes > 0)
+                cma_read(arena.peer_pid(r), out + offset[size_t(r)],
+                         *static_cast<const void* const*>(arena.peer_buffer(r)), bytes);
+        }
+    };
+    if (beside)
+        cma_beside(read_peers, copy_own);
+    else
+        read_peers();
     arena.done();
     co_await arena.all_done();  // until then peers may still read my send buffer
 }

@@ -239,11 +239,14 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         arena.fail(CCL_ERROR_INVALID_USAGE,
                    "alltoallv counts disagree: some rank's sendcounts do not match what its "
                    "receiver's recvcounts expect (the ranks concerned name the pair)");
-    // My own block never goes through the arena.
+    // My own block never goes through the arena; a large one is copied beside the single-copy
+    // reads (below).
     const bool stream = rdispl[un] >= kStreamMinBytes;
-    if (const size_t own = sdispl[ume + 1] - sdispl[ume];
-        own > 0 && in + sdispl[ume] != out + rdispl[ume])
-        copy_out(out + rdispl[ume], in + sdispl[ume], own, stream);
+    const size_t own =
+        in + sdispl[ume] != out + rdispl[ume] ? sdispl[ume + 1] - sdispl[ume] : size_t(0);
+    auto copy_own = [&] { copy_out(out + rdispl[ume], in + sdispl[ume], own, stream); };
+    const bool beside = direct && own >= kBesideBytes && cma_threads() > 1;
+    if (own > 0 && !beside) copy_own();
     PerRank<CmaRead> reads(direct ? un : 0);  // single-copy blocks, read together below
     size_t nreads = 0;
     for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers
@@ -269,7 +272,10 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
                         std::min(first.piece, bytes));
         }
     }
-    if (nreads > 0) cma_read_all(reads.data(), nreads);
+    if (beside)
+        cma_beside([&] { cma_read_all(reads.data(), nreads); }, copy_own);
+    else if (nreads > 0)
+        cma_read_all(reads.data(), nreads);
     arena.done();
     if (direct) {
         // Until every peer is done, it may still read my send buffer. A lane round need not

@@ -229,6 +229,16 @@ void cma_read_all(const CmaRead* reads, size_t n) {
         cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);
 }
 
+void cma_beside(const std::function<void()>& first, const std::function<void()>& second) {
+    Slicer* s = slicer.load(std::memory_order_acquire);
+    if (threads_of(s) < 2) {
+        first();
+        second();
+        return;
+    }
+    s->run(2, [&](size_t p) { p == 0 ? first() : second(); });
+}
+
 void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {
     transfer(::process_vm_writev, "process_vm_writev", pid, const_cast<void*>(local), remote,
              bytes);

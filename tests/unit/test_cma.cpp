@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,5 +132,38 @@ TEST_F(CmaThreads, ReadAllCopiesEveryBlock) {
         }
         reads[3].remote = nullptr;  // a bad address
         EXPECT_THROW(ccl::shm::cma_read_all(reads.data(), reads.size()), ccl::Error);
+    }
+}
+
+// Two functions at once (cma_beside): both run to the end, on two threads where transfers are
+// threaded, else one after the other in the order given; an exception of either reaches the
+// caller (threaded: once both have ended).
+TEST_F(CmaThreads, BesideRunsBothAndRethrows) {
+    for (int threads : {1, 3}) {
+        ccl::shm::cma_parallel(threads, 4096);
+        std::vector<int> order;
+        std::mutex m;
+        std::atomic<int> ran{0};
+        auto note = [&](int which) {
+            std::lock_guard lock(m);
+            order.push_back(which);
+            ++ran;
+        };
+        ccl::shm::cma_beside([&] { note(1); }, [&] { note(2); });
+        EXPECT_EQ(ran.load(), 2);
+        if (threads == 1) {
+            EXPECT_EQ(order, (std::vector<int>{1, 2}));
+        }
+        std::atomic<bool> other_ended{false};
+        EXPECT_THROW(ccl::shm::cma_beside([&] { other_ended = true; },
+                                          [] { throw ccl::Error(CCL_ERROR_SYSTEM, "second"); }),
+                     ccl::Error);
+        EXPECT_TRUE(other_ended.load());
+        EXPECT_THROW(ccl::shm::cma_beside([] { throw ccl::Error(CCL_ERROR_SYSTEM, "first"); },
+                                          [&] { other_ended = false; }),
+                     ccl::Error);
+        if (threads > 1) {
+            EXPECT_FALSE(other_ended.load());  // the second still ran
+        }
     }
 }

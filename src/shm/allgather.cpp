@@ -94,7 +94,7 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const size_t own =
         send != out + offset[size_t(me)] ? offset[size_t(me) + 1] - offset[size_t(me)] : size_t(0);
     auto copy_own = [&] { std::memcpy(out + offset[size_t(me)], send, own); };
-    const bool beside = own >= kBesideBytes && cma_threads() > 1;
+    const bool beside = cma_beside_pays(own);
     if (own > 0 && !beside) copy_own();
     arena.begin_round(sig);
     co_await arena.buffer_free();

@@ -245,7 +245,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     const size_t own =
         in + sdispl[ume] != out + rdispl[ume] ? sdispl[ume + 1] - sdispl[ume] : size_t(0);
     auto copy_own = [&] { copy_out(out + rdispl[ume], in + sdispl[ume], own, stream); };
-    const bool beside = direct && own >= kBesideBytes && cma_threads() > 1;
+    const bool beside = direct && cma_beside_pays(own);
     if (own > 0 && !beside) copy_own();
     PerRank<CmaRead> reads(direct ? un : 0);  // single-copy blocks, read together below
     size_t nreads = 0;

@@ -159,29 +159,24 @@ int threads_of(const Slicer* s) {
 
 // Cuts a transfer of at least two slices' bytes at the remote side's multiples of the slice,
 // into as many parts of whole slices as there are threads; one of one slice or more in two
-// halves.
+// halves, at the page boundary below the middle (where that is inside).
 void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
-    Slicer* s = slicer.load(std::memory_order_acquire);
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
+    Slicer* s = bytes < slice ? nullptr : slicer.load(std::memory_order_acquire);
+    const size_t threads = size_t(threads_of(s));  // no getpid() for the small ones
+    if (threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
     const uintptr_t from = reinterpret_cast<uintptr_t>(remote), to = from + bytes;
-    const size_t slices = bytes == 0 ? 0 : (to - 1) / slice - from / slice + 1;
-    const size_t threads = size_t(threads_of(s));
-    if (bytes < slice || threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
-    if (bytes < 2 * slice) {
-        // At the page boundary below the middle, where that is inside.
-        const size_t half = std::max(from, (from + bytes / 2) & ~uintptr_t(4095)) - from;
-        s->run(2, [&](size_t p) {
-            const size_t a = p == 0 ? 0 : half, b = p == 0 ? half : bytes;
-            transfer_one(fn, what, pid, static_cast<char*>(local) + a,
-                         static_cast<char*>(remote) + a, b - a);
-        });
-        return;
-    }
-    const size_t parts = std::min(slices, threads);
-    const uintptr_t first = from / slice;  // the slice the transfer starts in
+    const uintptr_t first = from / slice, slices = (to - 1) / slice - first + 1;
+    const bool halves = bytes < 2 * slice;
+    const size_t parts = halves ? 2 : std::min(slices, threads);
+    auto cut = [&](size_t p) -> uintptr_t {  // where part p starts
+        if (p == 0) return from;
+        if (p == parts) return to;
+        return halves ? std::max(from, (from + bytes / 2) & ~uintptr_t(4095))
+                      : (first + p * slices / parts) * slice;
+    };
     s->run(parts, [&](size_t p) {
-        const uintptr_t a = std::max(from, (first + p * slices / parts) * slice),
-                        b = std::min(to, (first + (p + 1) * slices / parts) * slice);
+        const uintptr_t a = cut(p), b = cut(p + 1);
         transfer_one(fn, what, pid, static_cast<char*>(local) + (a - from),
                      reinterpret_cast<void*>(a), b - a);
     });
@@ -227,6 +222,11 @@ void cma_read_all(const CmaRead* reads, size_t n) {
     }
     for (size_t i = 0; i < n; ++i)
         cma_read(reads[i].pid, reads[i].local, reads[i].remote, reads[i].bytes);
+}
+
+bool cma_beside_pays(size_t bytes) {
+    constexpr size_t kBesideBytes = size_t(512) << 10;  // a wake-up costs microseconds
+    return bytes >= kBesideBytes && cma_threads() > 1;
 }
 
 void cma_beside(const std::function<void()>& first, const std::function<void()>& second) {

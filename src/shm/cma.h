@@ -52,10 +52,10 @@ void cma_read_all(const CmaRead* reads, size_t n);
 // several threads (cma_parallel), and returns when both have ended, rethrowing the first
 // exception; else one after the other (an exception of `first` skips `second`). For a copy within
 // this process beside single-copy reads (an all-to-all's or allgather's own block): the kernel's
-// copies leave this process's other cores idle. Worth a helper's wake-up (microseconds) for copies
-// from kBesideBytes.
+// copies leave this process's other cores idle. cma_beside_pays: whether a copy of `bytes` is worth
+// a helper's wake-up (microseconds): from 512 KiB, where transfers run on several threads.
 void cma_beside(const std::function<void()>& first, const std::function<void()>& second);
-constexpr size_t kBesideBytes = size_t(512) << 10;
+bool cma_beside_pays(size_t bytes);
 
 // The probe: reads `bytes` at `remote` in `pid` 64 times. Returns the fastest read's time in
 // nanoseconds (a transfer's fixed cost: the system call, and on virtual machines whatever they

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Packs what a bare x86-64 host needs to run ccl_bench beside its own Open MPI: the built
 # binaries and the libraries `ldd` lists (not libc, libm, libstdc++ or libgcc_s: the host's are
-# newer, and a carried libstdc++ broke the host's MPI build), plus env.sh and run.sh. Where this
-# machine has MPICH (../shared/peers/setup.sh), mpich.tar.xz carries the peers' benchmark built
-# against it for a portable target, with libmpich, UCX (and its CMA module) and hydra: the host
-# has no MPICH, and libmpich alone is 40 MB unpacked.
+# newer, and a carried libstdc++ broke the host's MPI build), plus env.sh, run.sh and ab.sh.
+# Where this machine has MPICH (../shared/peers/setup.sh), mpich.tar.xz carries the peers'
+# benchmark built against it for a portable target, with libmpich, UCX (and its CMA module) and
+# hydra: the host has no MPICH, and libmpich alone is 40 MB unpacked.
 #   tools/hostrun/pack.sh [BUILD] [DEST]     (default build, .devcarry/h16: ignored by git)
 # Then, on the host, in a copy of the checkout that holds DEST (two folders below its root, as
-# the default is): DEST/run.sh "2 4 8 16" allreduce,broadcast,barrier
+# the default is): DEST/run.sh "2 4 8 16" allreduce,broadcast,barrier for whole tables, or
+# DEST/ab.sh 4 sendrecv 4K,32K 5 "" "CCL_CMA_MIN=64K" for variants in alternating launches.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$repo/build}
@@ -27,7 +28,7 @@ for b in "${bins[@]}"; do cp "$build/$b" "$dest/bin/"; done
 cp -L "$build/libccl.so.0" "$dest/lib/"
 carry_libs "$dest/lib" "$build/libccl.so.0" "${bins[@]/#/$build/}"
 strip "$dest"/bin/* "$dest/lib/libccl.so.0"
-cp "$repo/tools/hostrun/env.sh" "$repo/tools/hostrun/run.sh" "$dest/"
+cp "$repo/tools/hostrun/env.sh" "$repo/tools/hostrun/run.sh" "$repo/tools/hostrun/ab.sh" "$dest/"
 if command -v mpicxx.mpich >/dev/null; then
     m=$(mktemp -d)
     mkdir -p "$m/bin" "$m/lib/ucx"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Variants of ccl against Open MPI and MPICH in alternating launches, then each one's median per
+# size: how the changes in docs/performance.md were judged. On a virtual machine the spread from
+# one launch to the next (5-15%) is larger than most differences, so variants and peers take
+# turns, round after round, and only medians over rounds are compared.
+#   tools/hostrun/ab.sh N COLL SIZES ROUNDS VARIANT...
+#   e.g. CARRY/ab.sh 4 sendrecv 4K,32K,256K 5 "" "--bind-to core" "CCL_CMA_MIN=64K"
+# A variant is words: NAME=value goes into the environment, anything else to cclrun ("" is the
+# defaults). SIZES as ccl_bench -s; the peers measure the sizes on the x8 ladder from the
+# smallest, and the largest. Where pack.sh carried it (CARRY, beside bin/), it runs the carried
+# binaries with env.sh; in a checkout, build/ and the peers of tools/compare_peers.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -d "$here/bin" ]; then
+    # shellcheck source=tools/hostrun/env.sh
+    source "$here/env.sh"  # sets B
+else
+    B=$here/../../build
+fi
+cd "$here/../.."
+(($# >= 5)) || { sed -n '2,12p' "$0" >&2; exit 2; }
+n=$1 coll=$2 sizes=$3 rounds=$4
+shift 4
+peers=()
+for p in openmpi mpich; do
+    launcher=mpirun.openmpi
+    [ $p = mpich ] && launcher=mpiexec.mpich
+    command -v $launcher >/dev/null && peers+=("$p")
+done
+if ((${#peers[@]})); then
+    tools/compare_peers.sh --build-only --peers "${peers[*]}" >/dev/null 2>&1 ||
+        { echo "ab.sh: building the peers failed (tools/compare_peers.sh --build-only)" >&2; exit 1; }
+fi
+bytes() { numfmt --from=iec "$1"; }
+lo=$(tr , '\n' <<<"$sizes" | while read -r s; do bytes "$s"; done | sort -n | head -1)
+hi=$(tr , '\n' <<<"$sizes" | while read -r s; do bytes "$s"; done | sort -n | tail -1)
+rows=$(mktemp)
+csv=$(mktemp)
+trap 'rm -f "$rows" "$csv"' EXIT
+# record NAME: the CSV's sizes and times (us) into the rows, and as one line on stdout.
+record() {
+    local line
+    line=$(tail -n +2 "$csv" | cut -d, -f3,9 | tr '\n' ' ')
+    printf '%-34s %s\n' "$1" "$line"
+    tail -n +2 "$csv" | awk -F, -v name="$1" '{ print name "\t" $3 "\t" $9 }' >>"$rows"
+    : >"$csv"
+}
+for ((r = 1; r <= rounds; ++r)); do
+    for v in "$@"; do
+        envs=() opts=()
+        for w in $v; do
+            if [[ $w == *=* && $w != -* ]]; then envs+=("$w"); else opts+=("$w"); fi
+        done
+        env ${envs[@]+"${envs[@]}"} "$B/cclrun" ${opts[@]+"${opts[@]}"} -n "$n" --timeout 120 \
+            "$B/ccl_bench" -c "$coll" -s "$sizes" -t 0.2 --csv "$csv" >/dev/null 2>&1 || true
+        record "ccl[$v]"
+    done
+    for p in "${peers[@]}"; do
+        launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$n")
+        [ "$p" = mpich ] && launch=(mpiexec.mpich -n "$n")
+        timeout 120 "${launch[@]}" "build-peers/mpi_family_bench.$p" --only "$coll" --min "$lo" \
+            --max "$hi" --factor 8 --with-max --target 0.2 --csv "$csv" >/dev/null 2>&1 || true
+        record "$p"
+    done
+done
+echo "-- medians over $rounds rounds (us), $n ranks, $coll"
+sort -t$'\t' -k1,1 -k2,2n -k3,3g "$rows" | awk -F'\t' '
+    function flush() { if (k) printf "%-34s %10s %10.3f\n", key1, key2, (k % 2 ? t[(k + 1) / 2] : (t[k / 2] + t[k / 2 + 1]) / 2) }
+    { if ($1 != key1 || $2 != key2) { flush(); key1 = $1; key2 = $2; k = 0 } t[++k] = $3 }
+    END { flush() }'

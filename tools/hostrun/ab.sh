@@ -41,7 +41,7 @@ trap 'rm -f "$rows" "$csv"' EXIT
 record() {
     local line
     line=$(tail -n +2 "$csv" | cut -d, -f3,9 | tr '\n' ' ')
-    printf '%-34s %s\n' "$1" "$line"
+    printf '%-34s %s\n' "$1" "${line:-(no result: the launch failed or timed out)}"
     tail -n +2 "$csv" | awk -F, -v name="$1" '{ print name "\t" $3 "\t" $9 }' >>"$rows"
     : >"$csv"
 }

@@ -31,9 +31,9 @@ if ((${#peers[@]})); then
     tools/compare_peers.sh --build-only --peers "${peers[*]}" >/dev/null 2>&1 ||
         { echo "ab.sh: building the peers failed (tools/compare_peers.sh --build-only)" >&2; exit 1; }
 fi
-bytes() { numfmt --from=iec "$1"; }
-lo=$(tr , '\n' <<<"$sizes" | while read -r s; do bytes "$s"; done | sort -n | head -1)
-hi=$(tr , '\n' <<<"$sizes" | while read -r s; do bytes "$s"; done | sort -n | tail -1)
+ladder=$(tr , '\n' <<<"$sizes" | numfmt --from=iec | sort -n)
+lo=$(head -1 <<<"$ladder")
+hi=$(tail -1 <<<"$ladder")
 rows=$(mktemp)
 csv=$(mktemp)
 trap 'rm -f "$rows" "$csv"' EXIT
@@ -51,14 +51,16 @@ for ((r = 1; r <= rounds; ++r)); do
         for w in $v; do
             if [[ $w == *=* && $w != -* ]]; then envs+=("$w"); else opts+=("$w"); fi
         done
-        env ${envs[@]+"${envs[@]}"} "$B/cclrun" ${opts[@]+"${opts[@]}"} -n "$n" --timeout 120 \
-            "$B/ccl_bench" -c "$coll" -s "$sizes" -t 0.2 --csv "$csv" >/dev/null 2>&1 || true
+        # cclrun stops its ranks at --timeout; timeout(1) is its backstop, as in compare_peers.sh.
+        timeout -k 10 125 env ${envs[@]+"${envs[@]}"} "$B/cclrun" ${opts[@]+"${opts[@]}"} \
+            -n "$n" --timeout 120 "$B/ccl_bench" -c "$coll" -s "$sizes" -t 0.2 --csv "$csv" \
+            >/dev/null 2>&1 || true
         record "ccl[$v]"
     done
     for p in "${peers[@]}"; do
         launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$n")
         [ "$p" = mpich ] && launch=(mpiexec.mpich -n "$n")
-        timeout 120 "${launch[@]}" "build-peers/mpi_family_bench.$p" --only "$coll" --min "$lo" \
+        timeout -k 10 120 "${launch[@]}" "build-peers/mpi_family_bench.$p" --only "$coll" --min "$lo" \
             --max "$hi" --factor 8 --with-max --target 0.2 --csv "$csv" >/dev/null 2>&1 || true
         record "$p"
     done

@@ -21,6 +21,7 @@ constexpr size_t kMinData = 1u << 20;           // the first data segment of a p
 constexpr size_t kMinPiece = 256u << 10;        // messages up to this go in one piece
 constexpr uint64_t kWritten = ~uint64_t(0);     // a descriptor's offset: written into the receive
 constexpr uint64_t kInline = ~uint64_t(0) - 1;  // a descriptor's offset: the data is in it
+constexpr size_t kHeadBytes = 24;               // a descriptor's seq, sig, offset and total
 constexpr size_t kFirstLineBytes = 40;          // inline data in a descriptor's first line
 
 bool before(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
@@ -74,29 +75,51 @@ struct alignas(64) Mailbox::Channel {
 constexpr size_t kSpanSkip = 8;
 static_assert(kSpanSkip + Mailbox::kSpanBytes == 128);
 
+namespace {
+
+// f(desc, offset, at, n) for each run of an inline message's data whose first descriptor is
+// `index`: n > 0 bytes at `at` of the message go at `offset` of descriptor `desc`. No run crosses
+// a cache line: a copy whose moves straddle two lines, one of them on its way from the other core,
+// was much slower (sendrecv ring, us, before -> after: 2-core Xeon VM, 2 ranks, 48 B 0.54 -> 0.49,
+// 64 B 0.67 -> 0.50, 100 B 0.67 -> 0.48; 16-core host, 64 B 0.83 -> 0.66 at 2 ranks and 0.94 ->
+// 0.64 at 4, 464 B 0.95 -> 0.89 and 1.12 -> 0.96).
+template <typename F>
+void inline_runs(uint32_t index, size_t bytes, F&& f) {
+    size_t at = 0;
+    auto run = [&](uint32_t desc, size_t offset, size_t end) {
+        const size_t n = std::min(end - offset, bytes - at);
+        if (n > 0) f(desc, offset, at, n);
+        at += n;
+    };
+    run(index, kHeadBytes, 64);
+    if (at < bytes) run(index, 64, 128);
+    while (at < bytes) {
+        run(++index, kSpanSkip, 64);
+        if (at < bytes) run(index, 64, 128);
+    }
+}
+
+}  // namespace
+
 void Mailbox::put_inline(Channel& ch, uint32_t index, const void* buf, size_t bytes) {
-    Desc& d = ch.ring[index % kSlots];
-    d.offset = kInline;
-    const size_t first = std::min(bytes, kInlineBytes);
-    if (first > 0) std::memcpy(d.data, buf, first);
-    for (size_t at = first; at < bytes; at += kSpanBytes)
-        std::memcpy(reinterpret_cast<char*>(&ch.ring[++index % kSlots]) + kSpanSkip,
-                    static_cast<const char*>(buf) + at, std::min(kSpanBytes, bytes - at));
+    ch.ring[index % kSlots].offset = kInline;
+    inline_runs(index, bytes, [&](uint32_t desc, size_t offset, size_t at, size_t n) {
+        std::memcpy(reinterpret_cast<char*>(&ch.ring[desc % kSlots]) + offset,
+                    static_cast<const char*>(buf) + at, n);
+    });
 }
 
 void Mailbox::copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes) {
-    const Desc& d = ch.ring[index % kSlots];
-    const size_t first = std::min(bytes, kInlineBytes);
-    if (first > 0) std::memcpy(buf, d.data, first);
-    for (size_t at = first; at < bytes; at += kSpanBytes)
+    inline_runs(index, bytes, [&](uint32_t desc, size_t offset, size_t at, size_t n) {
         std::memcpy(static_cast<char*>(buf) + at,
-                    reinterpret_cast<const char*>(&ch.ring[++index % kSlots]) + kSpanSkip,
-                    std::min(kSpanBytes, bytes - at));
+                    reinterpret_cast<const char*>(&ch.ring[desc % kSlots]) + offset, n);
+    });
 }
 
 size_t Mailbox::bytes_needed(int nranks) {
     static_assert(sizeof(Desc) == 128, "a descriptor is two cache lines");
-    static_assert(offsetof(Desc, data) == 24, "inline data starts in the first line");
+    static_assert(offsetof(Desc, data) == kHeadBytes && kHeadBytes + kFirstLineBytes == 64,
+                  "inline data starts in the first line");
     return page_round(sizeof(Channel) * size_t(nranks) * size_t(nranks));
 }
 

@@ -6,6 +6,11 @@
 # The machines are noisy, so the three are run alternately: for each rank count and collective,
 # every round runs ccl, Open MPI and MPICH back to back (the order rotates between rounds); with
 # --repeat R the table shows the median over the R rounds. All CSVs and logs land in --out.
+# A virtual machine's cpus may move under it between launches (build/line_rtt: on the 2-core VM a
+# cache line's round trip went from 105 to 530 ns and back, and every small size with it), so a
+# round counts only where that round trip stayed the same from its first launch to its last
+# (--steady); else it is run again. Each round runs in two parts, each checked so, the sizes up to
+# 32 KiB and the larger ones: the short launches of the small sizes need not outlast the long ones.
 #
 # Usage: tools/compare_peers.sh [options]        (tools/compare_peers.sh --help)
 set -euo pipefail
@@ -29,6 +34,8 @@ out=""
 ccl_bench=$repo/build/ccl_bench
 cclrun=$repo/build/cclrun
 ccl_args=""
+steady=1.5        # a round's line_rtt readings may differ by this factor at most (0: no check)
+retries=3         # a round's part is run again at most this often
 use_ccl=1
 build_only=0
 peer_build=$repo/build-peers
@@ -49,6 +56,9 @@ usage: tools/compare_peers.sh [options]
   --slow S             MPI benchmarks: a size whose first call took S seconds or more gets
                        one timed call and no calibration (default 0.5; bounds MPICH at 4 ranks)
   --timeout S          limit of one launch, seconds (default 300)
+  --steady F           run a round's part again (up to $retries times) when line_rtt (beside
+                       ccl_bench), read before each launch and after the last, varied by more
+                       than a factor F: the machine moved its cpus (default 1.5; 0: no check)
   --peers "openmpi mpich"   which peers to run
   --ccl-bench PATH     ccl_bench (default build/ccl_bench)
   --cclrun PATH        launcher of ccl_bench (default build/cclrun)
@@ -81,6 +91,7 @@ while [ $# -gt 0 ]; do
         --max-iters) need_value "$@"; max_iters=$2; shift 2 ;;
         --slow) need_value "$@"; slow=$2; shift 2 ;;
         --timeout) need_value "$@"; run_timeout=$2; shift 2 ;;
+        --steady) need_value "$@"; steady=$2; shift 2 ;;
         --peers) need_value "$@"; peers=${2//,/ }; shift 2 ;;
         --ccl-bench) need_value "$@"; ccl_bench=$2; shift 2 ;;
         --cclrun) need_value "$@"; cclrun=$2; shift 2 ;;
@@ -115,6 +126,7 @@ uint_at_least "$max_iters" 3 || die "--max-iters must be an integer >= 3"
 uint_at_least "$run_timeout" 1 || die "--timeout must be whole seconds"
 is_num "$target" || die "bad --target '$target'"
 is_num "$slow" || die "bad --slow '$slow'"
+is_num "$steady" || die "bad --steady '$steady'"
 mpich_target=${mpich_target:-$target}
 is_num "$mpich_target" || die "bad --mpich-target '$mpich_target'"
 for n in $ranks; do uint_at_least "$n" 1 || die "bad rank count '$n'"; done
@@ -139,6 +151,17 @@ for ((s = min_b; s <= max_b; s *= factor)); do
 done
 extra_max=0
 [ "${ladder[-1]}" = "$max_b" ] || { extra_max=1; ladder+=("$max_b"); }
+# The two parts of every round: sizes up to 32 KiB, and the rest (tag -large).
+small_end=0 large_begin=0
+for s in "${ladder[@]}"; do
+    if ((s <= 32768)); then small_end=$s; elif ((!large_begin)); then large_begin=$s; fi
+done
+# sizes_between LO HI: the ladder's sizes from LO to HI, comma-separated.
+sizes_between() {
+    local s list=()
+    for s in "${ladder[@]}"; do ((s >= $1 && s <= $2)) && list+=("$s"); done
+    (IFS=,; echo "${list[*]}")
+}
 
 # --------------------------------------------------------------------------------- the builds
 peer_src=$repo/bench/peers/mpi_family_bench.cpp
@@ -188,8 +211,22 @@ out=${out:-$peer_build/compare-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out/raw" || die "cannot create $out"
 out=$(cd "$out" && pwd)
 # A reused folder must not mix in CSVs of an earlier run.
-rm -f "$out"/raw/*.csv "$out"/raw/*.log "$out/failures.tsv"
+rm -f "$out"/raw/*.csv "$out"/raw/*.log "$out/failures.tsv" "$out/rtt.tsv"
 : >"$out/failures.tsv"
+
+# The placement check (--steady): line_rtt prints a cache line's round trip between two cpus, ns.
+line_rtt=$(dirname "$ccl_bench")/line_rtt  # built beside ccl_bench
+if [ "$steady" != 0 ] && ! "$line_rtt" >/dev/null 2>&1; then
+    echo "compare_peers: WARNING: $line_rtt does not run (not built, or fewer than two cpus):" \
+        "rounds are not checked for a change of placement" >&2
+    steady=0
+fi
+# steady_round READING...: whether the readings differ by a factor of --steady at most.
+steady_round() {
+    [ "$steady" = 0 ] && return 0
+    printf '%s\n' "$@" | awk -v f="$steady" 'NR == 1 || $1 < lo { lo = $1 } $1 > hi { hi = $1 }
+        END { exit !(lo > 0 && hi <= f * lo) }'
+}
 
 # ---------------------------------------------------------------------------------- the runs
 # run_one IMPL N COLL ROUND MIN MAX TAG: one launch; its CSV and log go to OUT/raw.
@@ -200,8 +237,8 @@ run_one() {
     case $impl in
         ccl)
             cmd=("$cclrun" -n "$n" --timeout "$run_timeout" "$ccl_bench" -c "$coll")
-            if ((ccl_sizes)) && [ -z "$tag" ]; then
-                cmd+=(-s "$(IFS=,; echo "${ladder[*]}")")
+            if ((ccl_sizes)) && [ "$tag" != -max ]; then
+                cmd+=(-s "$(sizes_between "$lo" "$hi")")
             else
                 cmd+=(-b "$lo" -e "$hi" -f "$factor")
             fi
@@ -248,21 +285,42 @@ echo "compare_peers: ${impls[*]} at ranks $ranks, ${#coll_list[@]} collectives,"
 for n in $ranks; do
     for coll in "${coll_list[@]}"; do
         for ((r = 1; r <= repeat; ++r)); do
-            printf '[n=%s %s round %d]' "$n" "$coll" "$r" >&2
-            # Rotate the order between rounds: no implementation always runs first.
-            k=${#impls[@]}
-            for ((i = 0; i < k; ++i)); do
-                impl=${impls[$(((i + r - 1) % k))]}
-                if [ "$coll" = barrier ]; then
-                    run_one "$impl" "$n" "$coll" "$r" "$min_b" "$min_b" ""
-                else
-                    run_one "$impl" "$n" "$coll" "$r" "$min_b" "$max_b" ""
-                    if ((extra_max)) && [ "$impl" = ccl ] && ((!ccl_sizes)); then
-                        run_one "$impl" "$n" "$coll" "$r" "$max_b" "$max_b" "-max"
-                    fi
-                fi
+            parts=()
+            ((small_end)) && parts+=("$min_b $small_end")
+            ((large_begin)) && parts+=("$large_begin $max_b -large")
+            [ "$coll" = barrier ] && parts=("$min_b $min_b")
+            for part in "${parts[@]}"; do
+                read -r lo hi tag <<<"$part"
+                failed_before=$(wc -l <"$out/failures.tsv")
+                for ((try = 0; ; ++try)); do
+                    printf '[n=%s %s round %d, %s..%s%s]' "$n" "$coll" "$r" "$lo" "$hi" \
+                        "$( ((try)) && echo ", again")" >&2
+                    # Rotate the order between rounds: no implementation always runs first.
+                    k=${#impls[@]}
+                    rtt=()
+                    for ((i = 0; i < k; ++i)); do
+                        impl=${impls[$(((i + r - 1) % k))]}
+                        [ "$steady" = 0 ] || rtt+=("$("$line_rtt" 2>/dev/null || echo 0)")
+                        run_one "$impl" "$n" "$coll" "$r" "$lo" "$hi" "$tag"
+                        if ((extra_max)) && [ "$hi" = "$max_b" ] && [ "$impl" = ccl ] &&
+                            ((!ccl_sizes)); then
+                            run_one "$impl" "$n" "$coll" "$r" "$max_b" "$max_b" "-max"
+                        fi
+                    done
+                    [ "$steady" = 0 ] && { echo >&2; break; }
+                    rtt+=("$("$line_rtt" 2>/dev/null || echo 0)")
+                    verdict=steady
+                    steady_round "${rtt[@]}" || verdict=moved
+                    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$coll" "$r" "$try" "${rtt[*]}" \
+                        "$verdict" "$lo..$hi" >>"$out/rtt.tsv"
+                    printf ' line_rtt %s ns' "${rtt[*]}" >&2
+                    if [ $verdict = steady ] || ((try >= retries)); then echo >&2; break; fi
+                    echo ": moved" >&2
+                    # The failures of a round run again are those of its last try.
+                    head -n "$failed_before" "$out/failures.tsv" >"$out/failures.tmp"
+                    mv "$out/failures.tmp" "$out/failures.tsv"
+                done
             done
-            echo >&2
         done
     done
 done
@@ -283,6 +341,14 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
     echo "machine: $cpu, $(nproc) cores"
     echo "runs took: $((SECONDS - start)) s; load average at the start $load_start," \
         "at the end $(cut -d' ' -f1 /proc/loadavg)"
+    if [ -s "$out/rtt.tsv" ]; then
+        awk -F'\t' '{ n = split($5, v, " "); for (i = 1; i <= n; ++i) {
+                if (lo == "" || v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 } }
+            $4 > 0 { again++ } $6 == "moved" && $4 == '"$retries"' { kept++ }
+            END { printf "placement: line_rtt %d-%d ns; rounds run again: %d", lo, hi, again;
+                  if (kept) printf " (%d still moved after %d tries, kept)", kept, '"$retries"' + 1
+                  print "" }' "$out/rtt.tsv"
+    fi
 } >"$out/meta.txt"
 ladder_csv=$(IFS=,; echo "${ladder[*]}")
 python3 "$repo/tools/compare_table.py" --raw "$out/raw" --ranks "${ranks// /,}" \

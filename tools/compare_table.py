@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of ccl against the MPI peers, from the CSVs of tools/compare_peers.sh.
 
-Reads RAW/IMPL-nN-COLL-rROUND[-max].csv (columns collective,ranks,size_bytes,count,dtype,op,root,
+Reads RAW/IMPL-nN-COLL-rROUND[-large|-max].csv (columns collective,ranks,size_bytes,count,dtype,op,root,
 in_place,time_us,algbw_gbps,busbw_gbps,wrong), takes per collective, rank count, implementation
 and size the median time over the rounds, and prints to stdout: an overview (where ccl is slower
 than the best peer), then one table per collective and rank count:
@@ -22,7 +22,7 @@ from collections import defaultdict
 NAMES = {"ccl": "ccl", "openmpi": "Open MPI", "mpich": "MPICH"}
 ALIASES = {"bcast": "broadcast", "reduce_scatter_block": "reduce_scatter"}
 COLUMNS = ["collective", "ranks", "size_bytes", "time_us", "wrong"]
-FILE_RE = re.compile(r"^(?P<impl>[a-z]+)-n(?P<n>\d+)-(?P<coll>[a-z_]+)-r(?P<round>\d+)(?:-max)?\.csv$")
+FILE_RE = re.compile(r"^(?P<impl>[a-z]+)-n(?P<n>\d+)-(?P<coll>[a-z_]+)-r(?P<round>\d+)(?:-max|-large)?\.csv$")
 
 
 def fmt_size(b):

@@ -214,16 +214,17 @@ out=$(cd "$out" && pwd)
 rm -f "$out"/raw/*.csv "$out"/raw/*.log "$out/failures.tsv" "$out/rtt.tsv"
 : >"$out/failures.tsv"
 
-# The placement check (--steady): line_rtt prints a cache line's round trip between two cpus, ns.
+# The placement check (--steady): line_rtt prints a cache line's round trip between two cpus, ns
+# (0 here where it fails or hangs: two threads that never meet spin until the timeout).
 line_rtt=$(dirname "$ccl_bench")/line_rtt  # built beside ccl_bench
-if [ "$steady" != 0 ] && ! "$line_rtt" >/dev/null 2>&1; then
+read_rtt() { timeout 10 "$line_rtt" 2>/dev/null || echo 0; }
+if [ "$steady" != 0 ] && [ "$(read_rtt)" = 0 ]; then
     echo "compare_peers: WARNING: $line_rtt does not run (not built, or fewer than two cpus):" \
         "rounds are not checked for a change of placement" >&2
     steady=0
 fi
 # steady_round READING...: whether the readings differ by a factor of --steady at most.
 steady_round() {
-    [ "$steady" = 0 ] && return 0
     printf '%s\n' "$@" | awk -v f="$steady" 'NR == 1 || $1 < lo { lo = $1 } $1 > hi { hi = $1 }
         END { exit !(lo > 0 && hi <= f * lo) }'
 }
@@ -300,7 +301,7 @@ for n in $ranks; do
                     rtt=()
                     for ((i = 0; i < k; ++i)); do
                         impl=${impls[$(((i + r - 1) % k))]}
-                        [ "$steady" = 0 ] || rtt+=("$("$line_rtt" 2>/dev/null || echo 0)")
+                        [ "$steady" = 0 ] || rtt+=("$(read_rtt)")
                         run_one "$impl" "$n" "$coll" "$r" "$lo" "$hi" "$tag"
                         if ((extra_max)) && [ "$hi" = "$max_b" ] && [ "$impl" = ccl ] &&
                             ((!ccl_sizes)); then
@@ -308,7 +309,7 @@ for n in $ranks; do
                         fi
                     done
                     [ "$steady" = 0 ] && { echo >&2; break; }
-                    rtt+=("$("$line_rtt" 2>/dev/null || echo 0)")
+                    rtt+=("$(read_rtt)")
                     verdict=steady
                     steady_round "${rtt[@]}" || verdict=moved
                     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$coll" "$r" "$try" "${rtt[*]}" \
@@ -342,11 +343,11 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
     echo "runs took: $((SECONDS - start)) s; load average at the start $load_start," \
         "at the end $(cut -d' ' -f1 /proc/loadavg)"
     if [ -s "$out/rtt.tsv" ]; then
-        awk -F'\t' '{ n = split($5, v, " "); for (i = 1; i <= n; ++i) {
+        awk -F'\t' -v retries="$retries" '{ n = split($5, v, " "); for (i = 1; i <= n; ++i) {
                 if (lo == "" || v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 } }
-            $4 > 0 { again++ } $6 == "moved" && $4 == '"$retries"' { kept++ }
-            END { printf "placement: line_rtt %d-%d ns; rounds run again: %d", lo, hi, again;
-                  if (kept) printf " (%d still moved after %d tries, kept)", kept, '"$retries"' + 1
+            $4 > 0 { again++ } $6 == "moved" && $4 == retries { kept++ }
+            END { printf "placement: line_rtt %d-%d ns; parts run again: %d", lo, hi, again;
+                  if (kept) printf " (%d still moved after %d tries, kept)", kept, retries + 1
                   print "" }' "$out/rtt.tsv"
     fi
 } >"$out/meta.txt"

@@ -8,6 +8,8 @@
 //
 //   build/line_rtt [trips]        (default 20000; prints one integer, or fails with fewer than
 //                                  two cpus)
+// Its two threads wait for each other by spinning, without a deadline of their own (a few ms in
+// all): a caller bounds it (compare_peers.sh runs it under timeout(1)).
 #include <pthread.h>
 #include <sched.h>
 

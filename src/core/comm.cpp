@@ -374,7 +374,10 @@ bool Communicator::probe_single_copy() {
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
-    cma_min_ = given ? size_t(given) : shm::cma_min_bytes(double(fastest));
+    const int cpus = topo_.node_cpus() > 0 ? topo_.node_cpus() : shm::usable_cpus();
+    cma_min_ = given ? size_t(given)
+                     : shm::crowded_cma_min_bytes(shm::cma_min_bytes(double(fastest)),
+                                                  topo_.local_size(), cpus);
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
     // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3;
@@ -407,10 +410,11 @@ bool Communicator::probe_single_copy() {
                                              " KiB in messages " + below(allgather_cma_max_);
     if (every && rank_ == 0)
         log().info(
-            "single copy for blocks from {} KiB ({}); allgathers: {}; all-to-all blocks: {}",
+            "single copy for blocks from {} KiB ({}{}); allgathers: {}; all-to-all blocks: {}",
             cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
-            allgathers, below(alltoall_cma_max_));
+            !given && topo_.local_size() > cpus ? ", more ranks than cpus" : "", allgathers,
+            below(alltoall_cma_max_));
     return every;
 }
 

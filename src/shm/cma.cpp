@@ -263,4 +263,9 @@ size_t cma_min_bytes(double probe_ns) {
     return (size_t(8) << 10) << std::clamp(shift + 1, 0, 6);  // 16 KiB at shift 0
 }
 
+size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus) {
+    if (cpus <= 0 || local_ranks <= cpus) return cma_min;
+    return std::max(cma_min, (size_t(4) << 20) * size_t(cpus) / size_t(local_ranks));
+}
+
 }  // namespace ccl::shm

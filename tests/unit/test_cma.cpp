@@ -16,6 +16,7 @@
 #include "shm/cma.h"
 
 using ccl::shm::cma_min_bytes;
+using ccl::shm::crowded_cma_min_bytes;
 
 TEST(Cma, ThresholdFollowsTheFixedCost) {
     // The two machines it was fitted to, and the bounds.
@@ -28,6 +29,19 @@ TEST(Cma, ThresholdFollowsTheFixedCost) {
     // Never smaller for a dearer transfer.
     for (double ns = 0; ns < 5000; ns += 25)
         EXPECT_LE(cma_min_bytes(ns), cma_min_bytes(ns + 25)) << ns;
+}
+
+TEST(Cma, ThresholdRisesWithRanksPerCpu) {
+    // A core each (or the cpus unknown): as probed.
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 2, 2), 64u << 10);
+    EXPECT_EQ(crowded_cma_min_bytes(16u << 10, 16, 16), 16u << 10);
+    EXPECT_EQ(crowded_cma_min_bytes(16u << 10, 8, 0), 16u << 10);
+    // More ranks than cpus: 4 MiB over the ranks per cpu, never below the threshold given.
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 4, 2), 2u << 20);
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 8, 2), 1u << 20);
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 3, 2), (8u << 20) / 3);
+    EXPECT_EQ(crowded_cma_min_bytes(512u << 10, 64, 2), 512u << 10);
+    EXPECT_EQ(crowded_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
 }
 
 TEST(Cma, ProbeTimesAReadOrFails) {

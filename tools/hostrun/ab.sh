@@ -9,6 +9,10 @@
 # defaults). SIZES as ccl_bench -s; the peers measure the sizes on the x8 ladder from the
 # smallest, and the largest. Where pack.sh carried it (CARRY, beside bin/), it runs the carried
 # binaries with env.sh; in a checkout, build/ and the peers of tools/compare_peers.sh.
+# A virtual machine may move its cpus between placements (line_rtt, see compare_peers.sh): a
+# cache line's round trip between the first two cpus is read before and after every launch, a
+# launch whose readings differ by more than 1.5x is dropped, and the medians are per placement
+# (the readings' power-of-two bucket, e.g. "rtt 64-127"), each with how many launches it had.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -d "$here/bin" ]; then
@@ -37,12 +41,24 @@ hi=$(tail -1 <<<"$ladder")
 rows=$(mktemp)
 csv=$(mktemp)
 trap 'rm -f "$rows" "$csv"' EXIT
-# record NAME: the CSV's sizes and times (us) into the rows, and as one line on stdout.
+read_rtt() { timeout 10 "$B/line_rtt" 2>/dev/null || echo 0; }
+# placement BEFORE AFTER: the readings' bucket, or "moved" (or "rtt ?" without line_rtt).
+placement() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a <= 0 || b <= 0) { print "rtt ?"; exit }
+        if (a > 1.5 * b || b > 1.5 * a) { print "moved"; exit }
+        lo = 1; while (lo * 2 <= (a + b) / 2) lo *= 2
+        printf "rtt %d-%d\n", lo, 2 * lo - 1 }'
+}
+# record NAME BEFORE: the CSV's sizes and times (us) into the rows with the launch's placement,
+# and as one line on stdout.
 record() {
-    local line
+    local line where
+    where=$(placement "$2" "$(read_rtt)")
     line=$(tail -n +2 "$csv" | cut -d, -f3,9 | tr '\n' ' ')
-    printf '%-34s %s\n' "$1" "${line:-(no result: the launch failed or timed out)}"
-    tail -n +2 "$csv" | awk -F, -v name="$1" '{ print name "\t" $3 "\t" $9 }' >>"$rows"
+    printf '%-34s %-12s %s\n' "$1" "$where" "${line:-(no result: the launch failed or timed out)}"
+    [ "$where" = moved ] ||
+        tail -n +2 "$csv" | awk -F, -v name="$1" -v where="$where" '{ print where "\t" name "\t" $3 "\t" $9 }' >>"$rows"
     : >"$csv"
 }
 for ((r = 1; r <= rounds; ++r)); do
@@ -52,21 +68,23 @@ for ((r = 1; r <= rounds; ++r)); do
             if [[ $w == *=* && $w != -* ]]; then envs+=("$w"); else opts+=("$w"); fi
         done
         # cclrun stops its ranks at --timeout; timeout(1) is its backstop, as in compare_peers.sh.
+        before=$(read_rtt)
         timeout -k 10 125 env ${envs[@]+"${envs[@]}"} "$B/cclrun" ${opts[@]+"${opts[@]}"} \
             -n "$n" --timeout 120 "$B/ccl_bench" -c "$coll" -s "$sizes" -t 0.2 --csv "$csv" \
             >/dev/null 2>&1 || true
-        record "ccl[$v]"
+        record "ccl[$v]" "$before"
     done
     for p in "${peers[@]}"; do
         launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$n")
         [ "$p" = mpich ] && launch=(mpiexec.mpich -n "$n")
+        before=$(read_rtt)
         timeout -k 10 120 "${launch[@]}" "build-peers/mpi_family_bench.$p" --only "$coll" --min "$lo" \
             --max "$hi" --factor 8 --with-max --target 0.2 --csv "$csv" >/dev/null 2>&1 || true
-        record "$p"
+        record "$p" "$before"
     done
 done
-echo "-- medians over $rounds rounds (us), $n ranks, $coll"
-sort -t$'\t' -k1,1 -k2,2n -k3,3g "$rows" | awk -F'\t' '
-    function flush() { if (k) printf "%-34s %10s %10.3f\n", key1, key2, (k % 2 ? t[(k + 1) / 2] : (t[k / 2] + t[k / 2 + 1]) / 2) }
-    { if ($1 != key1 || $2 != key2) { flush(); key1 = $1; key2 = $2; k = 0 } t[++k] = $3 }
+echo "-- medians over $rounds rounds (us), $n ranks, $coll, by placement (launches that moved dropped)"
+sort -t$'\t' -k1,1 -k2,2 -k3,3n -k4,4g "$rows" | awk -F'\t' '
+    function flush() { if (k) printf "%-12s %-34s %10s %10.3f  (%d)\n", key0, key1, key2, (k % 2 ? t[(k + 1) / 2] : (t[k / 2] + t[k / 2 + 1]) / 2), k }
+    { if ($1 != key0 || $2 != key1 || $3 != key2) { flush(); key0 = $1; key1 = $2; key2 = $3; k = 0 } t[++k] = $4 }
     END { flush() }'

@@ -361,30 +361,35 @@ bool Communicator::probe_single_copy() {
                              sizeof(word))
             : -1;
     // One allreduce (max) agrees on all of it: whether any rank failed, the fastest probe (noise
-    // only adds to one; as its complement), and the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
-    // CCL_ALLTOALL_CMA_MAX given. Every rank must choose alike: an all-to-all's ranks each decide
-    // for all.
-    uint64_t vote[5] = {ns < 0, ~(ns < 0 ? UINT64_MAX : uint64_t(ns)), config_.cma_min,
-                        config_.allgather_cma_max, config_.alltoall_cma_max},
-             agreed[5];
-    run({CollType::allreduce, 5, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
+    // only adds to one; as its complement), the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
+    // CCL_ALLTOALL_CMA_MAX given, and the largest floor of a node with more ranks than cpus
+    // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown). Every rank must choose
+    // alike: an all-to-all's ranks each decide for all.
+    const uint64_t crowd_floor =
+        shm::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus());
+    uint64_t vote[6] = {ns < 0,
+                        ~(ns < 0 ? UINT64_MAX : uint64_t(ns)),
+                        config_.cma_min,
+                        config_.allgather_cma_max,
+                        config_.alltoall_cma_max,
+                        crowd_floor},
+             agreed[6];
+    run({CollType::allreduce, 6, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
     const bool every = agreed[0] == 0;
-    const uint64_t fastest = ~agreed[1], given = agreed[2];
+    const uint64_t fastest = ~agreed[1], given = agreed[2], crowded = agreed[5];
     if (!every && config_.single_copy && rank_ == 0)
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
-    const int cpus = topo_.node_cpus() > 0 ? topo_.node_cpus() : shm::usable_cpus();
-    cma_min_ = given ? size_t(given)
-                     : shm::crowded_cma_min_bytes(shm::cma_min_bytes(double(fastest)),
-                                                  topo_.local_size(), cpus);
+    const size_t probed = shm::cma_min_bytes(double(fastest));
+    cma_min_ = given ? size_t(given) : std::max(probed, size_t(crowded));
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
     // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3;
     // 2 MiB: 99-106 us against 74-115). Where they are cheap (the Xeon host: 16 KiB), single copy
     // won all-to-alls at every size and allgathers below 32 MiB (64 MiB: 8.3-8.9 ms through the
     // arena, whose copy-outs stream past the caches, against 13.1-13.7).
-    const bool cheap = cma_min_ <= kCheapCmaBlock;
+    const bool cheap = cma_min_ <= kCheapCmaBlock && (given || crowded == 0);
     allgather_cma_max_ = agreed[3] ? size_t(agreed[3]) : cheap ? size_t(32) << 20 : 0;
     // An allgather's block is read by every other rank: single copy saves its one copy into the
     // arena but pays the kernel's pinning once per reader, and many readers slow each other (the
@@ -413,8 +418,10 @@ bool Communicator::probe_single_copy() {
             "single copy for blocks from {} KiB ({}{}); allgathers: {}; all-to-all blocks: {}",
             cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
-            !given && topo_.local_size() > cpus ? ", more ranks than cpus" : "", allgathers,
-            below(alltoall_cma_max_));
+            cma_min_ != probed && !given ? ", raised from " + std::to_string(probed >> 10) +
+                                               " KiB: more ranks than cpus on a node"
+                                         : "",
+            allgathers, below(alltoall_cma_max_));
     return every;
 }
 

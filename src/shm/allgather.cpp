@@ -91,9 +91,9 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), dtype_size(dtype));
     char* out = static_cast<char*>(recv);
     // My own block: copied while the peers get ready, or, a large one, beside the reads; streamed
-    // where the whole output is (as an all-to-all's own block): glibc on AMD copies a block larger
-    // than the L2 with a vector loop whose stores read every line first (2-core AMD VM, 2 ranks,
-    // 16 MiB: 1286 -> 1073 us, Open MPI 1246).
+    // where the whole output is kStreamMinBytes or more (as an all-to-all's own block): glibc on
+    // AMD copies a block larger than the L2 with a vector loop whose stores read every line first
+    // (2-core AMD VM, 2 ranks, 16 MiB: 1286 -> 1073 us, Open MPI 1246).
     const size_t own =
         send != out + offset[size_t(me)] ? offset[size_t(me) + 1] - offset[size_t(me)] : size_t(0);
     const bool stream = offset.back() >= kStreamMinBytes;

@@ -70,19 +70,19 @@ double cma_probe(pid_t pid, const void* remote, size_t bytes);
 // with every 275 ns more (a power of two, 8 KiB to 512 KiB).
 size_t cma_min_bytes(double probe_ns);
 
-// The same where `local_ranks` share `cpus`: `cma_min`, but with more ranks than cpus at least
-// 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8), which also makes the
-// kernel's copies count as dear (Communicator: no single-copy allgathers, all-to-all blocks below
-// 4 MiB). On a crowded node the work is done one rank at a time, so what counts is the cpu time
-// of a transfer, where the kernel's page pinning makes one copy dearer than two in cache; and a
-// single-copy send waits for its receive to be posted, which a rank that is not running cannot
-// do. The 2-core VM (a 1.2-1.3 us probe: 32-64 KiB), medians of launches in one placement, us,
-// with this / single copy from the probe's size: 4 ranks, allgather 256 KiB 13 / 37, 2 MiB 91 /
-// 252, 16 MiB 1696 / 3246; all-to-all 256 KiB 22-27 / 38-41, 16 MiB 2783 / 4018, 64 MiB 12307
-// / 16429; a sendrecv ring 256 KiB 21-28 / 37-50, 1 MiB 76 / 143-149; 8 ranks, allgather 16 MiB
-// 2463 / 7468, sendrecv 256 KiB 42 / 98. A ring of 4 MiB at 4 ranks went faster single copy (620-
-// 824 against 1263), of 1 MiB at 8 ranks too (303-358 against 356-435): hence the bound falls
-// with the ranks per cpu.
+// The same where `local_ranks` share `cpus` (0: unknown): `cma_min`, but with more ranks than
+// cpus at least 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8), and the
+// kernel's copies then count as dear (Communicator: no single-copy allgathers, all-to-all blocks
+// single copy below 4 MiB, from the smaller of this and one exchange piece). On a crowded node the
+// work is done one rank at a time, so what counts is the cpu time of a transfer, where the kernel's
+// page pinning makes one copy dearer than two in cache; and a single-copy send waits for its
+// receive to be posted, which a rank that is not running cannot do. The 2-core VM (a 1.2-1.3 us
+// probe: 32-64 KiB), medians of launches in one placement, us, with this / single copy from the
+// probe's size: 4 ranks, allgather 256 KiB 13 / 37, 2 MiB 91 / 252, 16 MiB 1696 / 3246; all-to-all
+// 256 KiB 22-27 / 38-41, 16 MiB 2783 / 4018, 64 MiB 12307 / 16429; a sendrecv ring 256 KiB 21-28 /
+// 37-50, 1 MiB 76 / 143-149; 8 ranks, allgather 16 MiB 2463 / 7468, sendrecv 256 KiB 42 / 98. A
+// ring of 4 MiB at 4 ranks went faster single copy (620- 824 against 1263), of 1 MiB at 8 ranks too
+// (303-358 against 356-435): hence the bound falls with the ranks per cpu.
 size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
 
 }  // namespace ccl::shm

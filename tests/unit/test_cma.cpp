@@ -42,6 +42,10 @@ TEST(Cma, ThresholdRisesWithRanksPerCpu) {
     EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 3, 2), (8u << 20) / 3);
     EXPECT_EQ(crowded_cma_min_bytes(512u << 10, 64, 2), 512u << 10);
     EXPECT_EQ(crowded_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
+    // As a node's floor (what Communicator votes on): none unless crowded.
+    EXPECT_EQ(crowded_cma_min_bytes(0, 4, 2), 2u << 20);
+    EXPECT_EQ(crowded_cma_min_bytes(0, 2, 2), 0u);
+    EXPECT_EQ(crowded_cma_min_bytes(0, 4, 0), 0u);
 }
 
 TEST(Cma, ProbeTimesAReadOrFails) {

@@ -11,8 +11,9 @@
 # binaries with env.sh; in a checkout, build/ and the peers of tools/compare_peers.sh.
 # A virtual machine may move its cpus between placements (line_rtt, see compare_peers.sh): a
 # cache line's round trip between the first two cpus is read before and after every launch, a
-# launch whose readings differ by more than 1.5x is dropped, and the medians are per placement
-# (the readings' power-of-two bucket, e.g. "rtt 64-127"), each with how many launches it had.
+# launch whose readings differ by more than 1.5x is dropped, and where the kept launches' readings
+# span more than 2x the medians are per placement: "near" below their geometric middle, "far"
+# above (each with how many launches it had).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -d "$here/bin" ]; then
@@ -22,7 +23,7 @@ else
     B=$here/../../build
 fi
 cd "$here/../.."
-(($# >= 5)) || { sed -n '2,12p' "$0" >&2; exit 2; }
+(($# >= 5)) || { sed -n '2,16p' "$0" >&2; exit 2; }
 n=$1 coll=$2 sizes=$3 rounds=$4
 shift 4
 peers=()
@@ -42,23 +43,18 @@ rows=$(mktemp)
 csv=$(mktemp)
 trap 'rm -f "$rows" "$csv"' EXIT
 read_rtt() { timeout 10 "$B/line_rtt" 2>/dev/null || echo 0; }
-# placement BEFORE AFTER: the readings' bucket, or "moved" (or "rtt ?" without line_rtt).
-placement() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (a <= 0 || b <= 0) { print "rtt ?"; exit }
-        if (a > 1.5 * b || b > 1.5 * a) { print "moved"; exit }
-        lo = 1; while (lo * 2 <= (a + b) / 2) lo *= 2
-        printf "rtt %d-%d\n", lo, 2 * lo - 1 }'
-}
-# record NAME BEFORE: the CSV's sizes and times (us) into the rows with the launch's placement,
-# and as one line on stdout.
+# record NAME BEFORE: the CSV's sizes and times (us) into the rows with the launch's line_rtt
+# (the mean of BEFORE and a reading now; 0 without line_rtt), and as one line on stdout. A launch
+# that moved (readings 1.5x apart, or only one of them read) is shown but not kept.
 record() {
-    local line where
-    where=$(placement "$2" "$(read_rtt)")
+    local line rtt
+    rtt=$(awk -v a="$2" -v b="$(read_rtt)" 'BEGIN {
+        if (a <= 0 && b <= 0) print 0; else if (a <= 0 || b <= 0 || a > 1.5 * b || b > 1.5 * a) print "moved"
+        else print (a + b) / 2 }')
     line=$(tail -n +2 "$csv" | cut -d, -f3,9 | tr '\n' ' ')
-    printf '%-34s %-12s %s\n' "$1" "$where" "${line:-(no result: the launch failed or timed out)}"
-    [ "$where" = moved ] ||
-        tail -n +2 "$csv" | awk -F, -v name="$1" -v where="$where" '{ print where "\t" name "\t" $3 "\t" $9 }' >>"$rows"
+    printf '%-34s %-8s %s\n' "$1" "${rtt%.*}" "${line:-(no result: the launch failed or timed out)}"
+    [ "$rtt" = moved ] ||
+        tail -n +2 "$csv" | awk -F, -v name="$1" -v rtt="$rtt" '{ print rtt "\t" name "\t" $3 "\t" $9 }' >>"$rows"
     : >"$csv"
 }
 for ((r = 1; r <= rounds; ++r)); do
@@ -83,8 +79,12 @@ for ((r = 1; r <= rounds; ++r)); do
         record "$p" "$before"
     done
 done
-echo "-- medians over $rounds rounds (us), $n ranks, $coll, by placement (launches that moved dropped)"
-sort -t$'\t' -k1,1 -k2,2 -k3,3n -k4,4g "$rows" | awk -F'\t' '
-    function flush() { if (k) printf "%-12s %-34s %10s %10.3f  (%d)\n", key0, key1, key2, (k % 2 ? t[(k + 1) / 2] : (t[k / 2] + t[k / 2 + 1]) / 2), k }
+echo "-- medians over $rounds rounds (us), $n ranks, $coll (launches that moved dropped)"
+# Label each row by placement (see the header), then medians per label, variant and size.
+awk -F'\t' 'NR == FNR { if ($1 > 0) { lo = (lo == "" || $1 < lo) ? $1 : lo; hi = $1 > hi ? $1 : hi }; next }
+    { where = "one"; if (lo != "" && hi > 2 * lo) where = $1 < sqrt(lo * hi) ? "near" : "far"
+      print where "\t" $2 "\t" $3 "\t" $4 }' "$rows" "$rows" |
+    sort -t$'\t' -k1,1r -k2,2 -k3,3n -k4,4g | awk -F'\t' '
+    function flush() { if (k) printf "%-5s %-34s %10s %10.3f  (%d)\n", key0, key1, key2, (k % 2 ? t[(k + 1) / 2] : (t[k / 2] + t[k / 2 + 1]) / 2), k }
     { if ($1 != key0 || $2 != key1 || $3 != key2) { flush(); key0 = $1; key1 = $2; key2 = $3; k = 0 } t[++k] = $4 }
     END { flush() }'

@@ -214,20 +214,15 @@ out=$(cd "$out" && pwd)
 rm -f "$out"/raw/*.csv "$out"/raw/*.log "$out/failures.tsv" "$out/rtt.tsv"
 : >"$out/failures.tsv"
 
-# The placement check (--steady): line_rtt prints a cache line's round trip between two cpus, ns
-# (0 here where it fails or hangs: two threads that never meet spin until the timeout).
+# The placement check (--steady; tools/line_rtt.sh).
 line_rtt=$(dirname "$ccl_bench")/line_rtt  # built beside ccl_bench
-read_rtt() { timeout 10 "$line_rtt" 2>/dev/null || echo 0; }
+# shellcheck source=tools/line_rtt.sh
+source "$repo/tools/line_rtt.sh"
 if [ "$steady" != 0 ] && [ "$(read_rtt)" = 0 ]; then
     echo "compare_peers: WARNING: $line_rtt does not run (not built, or fewer than two cpus):" \
         "rounds are not checked for a change of placement" >&2
     steady=0
 fi
-# steady_round READING...: whether the readings differ by a factor of --steady at most.
-steady_round() {
-    printf '%s\n' "$@" | awk -v f="$steady" 'NR == 1 || $1 < lo { lo = $1 } $1 > hi { hi = $1 }
-        END { exit !(lo > 0 && hi <= f * lo) }'
-}
 
 # ---------------------------------------------------------------------------------- the runs
 # run_one IMPL N COLL ROUND MIN MAX TAG: one launch; its CSV and log go to OUT/raw.
@@ -311,7 +306,7 @@ for n in $ranks; do
                     [ "$steady" = 0 ] && { echo >&2; break; }
                     rtt+=("$(read_rtt)")
                     verdict=steady
-                    steady_round "${rtt[@]}" || verdict=moved
+                    steady "$steady" "${rtt[@]}" || verdict=moved
                     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$coll" "$r" "$try" "${rtt[*]}" \
                         "$verdict" "$lo..$hi" >>"$out/rtt.tsv"
                     printf ' line_rtt %s ns' "${rtt[*]}" >&2

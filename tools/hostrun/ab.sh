@@ -42,17 +42,24 @@ hi=$(tail -1 <<<"$ladder")
 rows=$(mktemp)
 csv=$(mktemp)
 trap 'rm -f "$rows" "$csv"' EXIT
-read_rtt() { timeout 10 "$B/line_rtt" 2>/dev/null || echo 0; }
+line_rtt=$B/line_rtt
+# shellcheck source=tools/line_rtt.sh
+source tools/line_rtt.sh
 # record NAME BEFORE: the CSV's sizes and times (us) into the rows with the launch's line_rtt
 # (the mean of BEFORE and a reading now; 0 without line_rtt), and as one line on stdout. A launch
 # that moved (readings 1.5x apart, or only one of them read) is shown but not kept.
 record() {
-    local line rtt
-    rtt=$(awk -v a="$2" -v b="$(read_rtt)" 'BEGIN {
-        if (a <= 0 && b <= 0) print 0; else if (a <= 0 || b <= 0 || a > 1.5 * b || b > 1.5 * a) print "moved"
-        else print (a + b) / 2 }')
+    local line rtt after
+    after=$(read_rtt)
+    if [ "$2" = 0 ] && [ "$after" = 0 ]; then
+        rtt=0
+    elif steady 1.5 "$2" "$after"; then
+        rtt=$((($2 + after) / 2))
+    else
+        rtt=moved
+    fi
     line=$(tail -n +2 "$csv" | cut -d, -f3,9 | tr '\n' ' ')
-    printf '%-34s %-8s %s\n' "$1" "${rtt%.*}" "${line:-(no result: the launch failed or timed out)}"
+    printf '%-34s %-8s %s\n' "$1" "$rtt" "${line:-(no result: the launch failed or timed out)}"
     [ "$rtt" = moved ] ||
         tail -n +2 "$csv" | awk -F, -v name="$1" -v rtt="$rtt" '{ print rtt "\t" name "\t" $3 "\t" $9 }' >>"$rows"
     : >"$csv"

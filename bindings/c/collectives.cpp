@@ -221,6 +221,13 @@ void submit(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
             if (req) *req = request_table().add<ccl_request_t>(std::move(r));
             return;
         }
+    } else if (sig.coll == CollType::send && comm.send_now(sig, bufs)) {
+        if (req) {
+            auto r = make_pooled<Request>();
+            r->complete(CCL_SUCCESS);
+            *req = request_table().add<ccl_request_t>(std::move(r));
+        }
+        return;
     }
     const std::shared_ptr<const Schedule>& schedule = comm.schedule_for(sig, kPlainCall);
     if (!req) {  // dispatch's first case, one call less on the path of a blocking call

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include "core/worker.h"
 #include "kvs/kvs.h"
 #include "shm/cma.h"
+#include "shm/wait.h"
 #include "transport/fabric.h"
 
 namespace ccl {
@@ -561,9 +564,7 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
                             std::shared_ptr<Request>* req) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     // One that may go single-copy takes the general path, which offers its buffer to the sender.
-    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= cma_min() ||
-        pending_.load(std::memory_order_acquire) != 0)
-        return false;
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= cma_min() || !idle()) return false;
     check_broken(false);  // as start() does
     if (sig.count != last_recv_.count || sig.dtype != last_recv_.dtype) {
         last_recv_ = sig;
@@ -577,9 +578,9 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
         return true;
     }
     if (!req) return false;
-    // Nothing is pending, so an earlier deferred receive is resolved and its execution, if it
-    // had one, finished: no lock is needed to reuse the fields.
-    pending_.fetch_add(1, std::memory_order_relaxed);
+    // Idle: an earlier deferred receive is resolved and its execution, if it had one, finished,
+    // so no lock is needed to reuse the fields. Not counted in pending_ (two locked instructions
+    // a receive) until it becomes an execution: idle() looks at it instead.
     deferred_sig_ = sig;
     deferred_buf_ = bufs.recv;
     deferred_digest_ = last_recv_digest_;
@@ -594,6 +595,17 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
     return true;
 }
 
+bool Communicator::send_now(const CollSignature& sig, const Buffers& bufs) {
+    const size_t bytes = sig.count * dtype_size(sig.dtype);
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= cma_min()) return false;
+    check_broken();  // as run() does for a send
+    if (sig.count != last_send_.count || sig.dtype != last_send_.dtype) {
+        last_send_ = sig;
+        last_send_digest_ = sig.p2p_digest();
+    }
+    return mailbox_->try_send(bufs.send, bytes, last_send_digest_, sig.root);
+}
+
 bool Communicator::try_complete(Request& r) {
     const size_t bytes = deferred_sig_.count * dtype_size(deferred_sig_.dtype);
     if (is_broken_.load(std::memory_order_acquire) ||
@@ -601,16 +613,17 @@ bool Communicator::try_complete(Request& r) {
         return false;
     r.undefer();
     r.complete(CCL_SUCCESS);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
     return true;
 }
 
 void Communicator::materialize(Request& r) {
-    // Nothing was pending when it was deferred: it follows no unfinished execution.
-    deferred_exec_ =
-        make_pooled<Execution>(std::make_shared<const Schedule>(plan(*this, deferred_sig_)),
-                               Buffers{nullptr, deferred_buf_, {}},
-                               RequestList{r.shared_from_this()}, nullptr, shared_from_this());
+    assert(&r == deferred_.get());  // the only request deferred to this communicator
+    // Nothing was pending when it was deferred: it follows no unfinished execution. Counted
+    // before it is undeferred, so that idle() sees one or the other.
+    pending_.fetch_add(1, std::memory_order_relaxed);
+    deferred_exec_ = make_pooled<Execution>(
+        std::make_shared<const Schedule>(plan(*this, deferred_sig_)),
+        Buffers{nullptr, deferred_buf_, {}}, RequestList{deferred_}, nullptr, shared_from_this());
     r.set_execution(deferred_exec_);
     r.undefer();
 }
@@ -623,7 +636,7 @@ void Communicator::run(const std::shared_ptr<const Schedule>& schedule, const Bu
     check_broken();
     // Only this communicator's (single) user thread adds work, so when nothing is pending no
     // worker touches the arena and the call may run right here.
-    if (schedule->sig.coll == CollType::send || pending_.load(std::memory_order_acquire) == 0) {
+    if (schedule->sig.coll == CollType::send || idle()) {
         execute_now(*schedule, bufs);
         return;
     }
@@ -688,7 +701,10 @@ void Communicator::release_finished() {
 void Communicator::finished(Execution& e, ccl_result_t code, const std::string& message) {
     if (code != CCL_SUCCESS) note_failure(Error(code, message), is_p2p(e.schedule().sig.coll));
     for (const auto& r : e.requests()) r->complete(code, message);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
+    // The locked subtraction orders it before the look at the sleepers (Dekker with wait_idle).
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+        idle_waiters_.load(std::memory_order_relaxed) != 0)
+        shm::futex_wake_all(&pending_);
 }
 
 void Communicator::unpark() {
@@ -715,7 +731,10 @@ void Communicator::unpark() {
 void Communicator::wait_idle() {
     unpark();
     // Queued work finishes or fails within its own deadlines (CCL_TIMEOUT).
-    for (size_t n; (n = pending_.load(std::memory_order_acquire)) != 0;) pending_.wait(n);
+    idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    for (uint32_t n; (n = pending_.load(std::memory_order_seq_cst)) != 0;)
+        shm::futex_wait(&pending_, n, std::chrono::milliseconds(50));
+    idle_waiters_.fetch_sub(1, std::memory_order_relaxed);
     release_finished();
 }
 

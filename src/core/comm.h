@@ -124,9 +124,12 @@ public:
     // same way (any thread), and it becomes an execution only when the message is late (the
     // wait then blocks like any other: deadlines, failures) or when another call needs it in
     // issue order. *req gets the request, complete or deferred. False: nothing happened; plan
-    // and run the call. (Sends take the general path: a send without it measured slower in a
-    // ring of 8 B messages, 0.74-0.80 against 0.69-0.75 us.)
+    // and run the call.
     bool recv_now(const CollSignature& sig, const Buffers& bufs, std::shared_ptr<Request>* req);
+    // A send of at most shm::Mailbox::kQuickBytes to a co-located peer, at once and without a
+    // plan, where it needs no wait (Mailbox::try_send). Sends never queue, so it may overtake
+    // queued work. False: nothing happened; plan and run the call.
+    bool send_now(const CollSignature& sig, const Buffers& bufs);
     // Plans and runs a blocking call made from inside ccl.
     void run(const CollSignature& sig, const Buffers& bufs);
     // Queues a schedule on this communicator's worker; every request in `reqs` completes with its
@@ -191,6 +194,8 @@ private:
     std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
     CollSignature last_recv_{CollType::recv, 0, CCL_UINT8};  // recv_now's last (caller only)
     uint32_t last_recv_digest_ = last_recv_.p2p_digest();
+    CollSignature last_send_{CollType::send, 0, CCL_UINT8};  // send_now's last (caller only)
+    uint32_t last_send_digest_ = last_send_.p2p_digest();
 
     // Hands a parked receive to the worker, and a deferred one too, made an execution first.
     void unpark();
@@ -215,7 +220,17 @@ private:
     std::shared_ptr<Execution> last_started_;  // the previous queued execution (user thread only)
     // A posted receive no worker has been given yet (user thread only; see start).
     std::shared_ptr<Execution> parked_;
-    std::atomic<size_t> pending_{0};  // work queued and not finished; waited on (futex)
+    // Work queued and not finished; wait_idle sleeps on it (futex). Not std::atomic::wait:
+    // libstdc++'s notify_all does a locked add on a global line at every call.
+    std::atomic<uint32_t> pending_{0};
+    std::atomic<uint32_t> idle_waiters_{0};
+    // Nothing queued or running and no deferred receive unresolved: a call may run on this
+    // thread. The deferral first: one made an execution counted in pending_ before it was
+    // undeferred.
+    bool idle() const {
+        return !(deferred_ && deferred_->still_deferred()) &&
+               pending_.load(std::memory_order_acquire) == 0;
+    }
     std::atomic<bool> is_broken_{false};
     std::mutex mu_;  // guards broken_
     std::optional<Error> broken_;

@@ -11,8 +11,9 @@ namespace ccl {
 void Request::complete(ccl_result_t code, std::string message) {
     code_ = code;
     message_ = std::move(message);
-    done_.store(true, std::memory_order_release);
-    done_.notify_all();  // no system call when nobody sleeps
+    done_.store(1, std::memory_order_release);
+    shm::light_fence();  // Dekker with wait(): the store before the look at the sleepers
+    if (sleepers_.load(std::memory_order_relaxed) != 0) shm::futex_wake_all(&done_);
 }
 
 void Request::resolve(bool block) {
@@ -71,7 +72,11 @@ void Request::wait() {
         for (int k = 0; k < 32; ++k) shm::cpu_relax();
         if (i >= 16) sched_yield();
     }
-    done_.wait(false, std::memory_order_acquire);
+    sleepers_.fetch_add(1, std::memory_order_relaxed);
+    shm::heavy_fence();  // the count before the last look (complete() pays only a light fence)
+    // Bounded sleeps: no wake-up can be lost for good.
+    while (!done()) shm::futex_wait(&done_, 0, std::chrono::milliseconds(50));
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool Request::test() {

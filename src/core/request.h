@@ -34,7 +34,9 @@ protected:
     ~Deferral() = default;
 };
 
-class Request : public std::enable_shared_from_this<Request> {
+// Not enable_shared_from_this: its weak count would make every request's creation and release cost
+// locked instructions (a small receive pays for each: docs/performance.md, session 36).
+class Request {
 public:
     // The execution that completes this request, which wait() may drive itself.
     void set_execution(std::weak_ptr<Execution> e) { execution_ = std::move(e); }
@@ -58,10 +60,13 @@ public:
         deferred_.store(false, std::memory_order_release);
     }
     bool deferred() const { return deferral_ != nullptr; }  // with lock() held
+    // Still deferred, seen from any thread without the lock: once false, whatever undeferred it
+    // (a completion, or an execution made for it) is visible.
+    bool still_deferred() const { return deferred_.load(std::memory_order_acquire); }
     std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
     // Called once, by whoever ran the collective.
     void complete(ccl_result_t code, std::string message = {});
-    bool done() const { return done_.load(std::memory_order_acquire); }
+    bool done() const { return done_.load(std::memory_order_acquire) != 0; }
     // done(), after advancing the collective as far as it goes without blocking (unless a worker
     // or another thread has it in hand): ccl_test makes progress, as MPI_Test does.
     bool test();
@@ -78,7 +83,10 @@ public:
 private:
     void resolve(bool block);  // has the deferral, if any, complete or materialize this request
 
-    std::atomic<bool> done_{false};  // set last; sleepers wait on it (futex)
+    // Set last; sleepers wait on it (futex). Not std::atomic::wait: libstdc++'s notify_all
+    // does a locked add on a global line at every completion, sleeper or not.
+    std::atomic<uint32_t> done_{0};
+    std::atomic<uint32_t> sleepers_{0};
     ccl_result_t code_ = CCL_SUCCESS;
     std::string message_;
     std::weak_ptr<Execution> execution_;  // set before it is shared, or under mu_ by resolve

@@ -197,6 +197,12 @@ void Mailbox::forget_received(Outbox& out, const Channel& ch) {
         out.retired.pop_front();
 }
 
+bool Mailbox::ring_room(Outbox& out, const Channel& ch, uint32_t need) {
+    if (!before(out.seen_tail, out.head + need - kSlots)) return true;
+    out.seen_tail = ch.tail.load(std::memory_order_acquire);
+    return !before(out.seen_tail, out.head + need - kSlots);
+}
+
 std::optional<uint64_t> Mailbox::room(const Outbox& out, size_t bytes) {
     const size_t cap = out.data.size();
     if (cap == 0) return std::nullopt;
@@ -230,7 +236,40 @@ uint64_t Mailbox::place(Outbox& out, int peer, size_t bytes, uint32_t head) {
     return 0;
 }
 
+bool Mailbox::try_send(const void* buf, size_t bytes, uint32_t sig, int peer) {
+    const int me = arena_.rank();
+    Channel& ch = channel(me, peer);
+    Outbox& out = out_[size_t(peer)];
+    Desc& d = ch.ring[out.head % kSlots];
+    uint32_t span = 1;
+    if (bytes <= kSpanMax) {
+        span = span_of(bytes);
+        if (!ring_room(out, ch, span)) return false;
+        put_inline(ch, out.head, buf, bytes);
+    } else {
+        if (bytes > kQuickBytes || !ring_room(out, ch, 1)) return false;
+        // What the receiver has taken is learnt from its tail, a line it writes at every
+        // receive (a cross-core miss): only when the segment has no room left (small messages
+        // go round it; 2 ranks, 4 KiB ring: 1.56 -> 1.24 us).
+        if ((!out.unreceived.empty() || !out.retired.empty()) && !room(out, bytes))
+            forget_received(out, ch);
+        const std::optional<uint64_t> at = room(out, bytes);
+        if (!at) return false;  // send() makes a larger data segment
+        out.pos = *at + bytes;
+        out.unreceived.push_back({out.head, out.gen, *at});
+        d.offset = *at % out.data.size();
+        std::memcpy(static_cast<char*>(out.data.data()) + d.offset, buf, bytes);
+        d.seg = {bytes, out.data.size(), out.gen};
+    }
+    d.sig = sig;
+    d.total = bytes;
+    Arena::publish({&d.seq, &ch.head_waiters, me}, out.head + 1);
+    out.head += span;
+    return true;
+}
+
 Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min) {
+    if (bytes < cma_min && try_send(buf, bytes, sig, peer)) co_return;
     const int me = arena_.rank();
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
@@ -240,11 +279,8 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
     size_t piece = bytes;
     uint32_t pieces = 1;
     uint32_t span = bytes <= kSpanMax ? span_of(bytes) : 0;
-    if (span > 1 && before(out.seen_tail, out.head + span - kSlots)) {
-        // Not without waiting for room in the ring: through the data segment instead.
-        out.seen_tail = ch.tail.load(std::memory_order_acquire);
-        if (before(out.seen_tail, out.head + span - kSlots)) span = 0;
-    }
+    // Not without waiting for room in the ring: through the data segment instead.
+    if (span > 1 && !ring_room(out, ch, span)) span = 0;
     if (span == 0) {
         // The receive of this very message is posted: copy once, straight into it. The receiver
         // has consumed everything before it, so a descriptor is free.

@@ -73,6 +73,10 @@ public:
     // descriptor or in one piece in the data segment already mapped. False: nothing happened
     // (call recv).
     bool try_recv(void* buf, size_t bytes, uint32_t sig, int peer);
+    // The same for a send below cma_min of at most kQuickBytes: done at once when it goes
+    // inline, or in one piece into the data segment there is, and the ring has the room. False:
+    // nothing happened (call send, which may wait or make a larger data segment).
+    bool try_send(const void* buf, size_t bytes, uint32_t sig, int peer);
 
 private:
     struct Channel;
@@ -109,6 +113,9 @@ private:
     uint64_t place(Outbox& out, int peer, size_t bytes, uint32_t head);
     // Reads the receiver's tail (into seen_tail) and drops what it has taken.
     void forget_received(Outbox& out, const Channel& ch);
+    // Whether `need` more descriptors are free: the receiver's tail is read only when the one
+    // last seen leaves too few, so its line stays with the receiver.
+    static bool ring_room(Outbox& out, const Channel& ch, uint32_t need);
 
     Segment seg_;
     std::string prefix_;

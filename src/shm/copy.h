@@ -8,9 +8,10 @@ namespace ccl::shm {
 // Messages at least this large are copied out with non-temporal stores (see copy_out).
 inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
 
-// memcpy, or with `stream` a copy whose stores bypass the caches: a message far larger than the
-// caches is not read back from them anyway, and a normal store first reads each destination line
-// (read for ownership), a third of a copy's memory traffic.
+// memcpy (rep movsb from the L2 size on AMD, where glibc would not), or with `stream` a copy whose
+// stores bypass the caches: a message far larger than the caches is not read back from them anyway,
+// and a normal store first reads each destination line (read for ownership), a third of a copy's
+// memory traffic.
 void copy_out(void* dst, const void* src, size_t n, bool stream);
 
 // The most a pipelined copy through the arena (a broadcast's, a reduce's) moves per round: half of

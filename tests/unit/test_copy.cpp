@@ -1,7 +1,9 @@
-// copy_out: the streamed copy equals memcpy at every alignment and length around its edges.
+// copy_out: the streamed copy, and the large one, equal memcpy at every alignment and length around
+// their edges.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "shm/copy.h"
@@ -22,6 +24,25 @@ TEST(CopyOut, StreamedEqualsMemcpy) {
                             << "n " << n << " dst+" << dst_at << " src+" << src_at << " at " << i;
                     for (size_t i = dst_at + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE);
                 }
+            }
+        }
+    }
+}
+
+// Copies from the L2's size up (rep movsb on AMD cpus, copy.cpp): equal to memcpy at odd
+// lengths and alignments.
+TEST(CopyOut, LargeEqualsMemcpy) {
+    std::vector<uint8_t> src((size_t(3) << 20) + 256), dst(src.size() + 128);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 131 + 7);
+    for (size_t n : {size_t(1) << 20, (size_t(1) << 20) + 13, (size_t(3) << 20) + 5}) {
+        for (size_t dst_at : {0, 3, 64}) {
+            for (size_t src_at : {0, 9}) {
+                std::fill(dst.begin(), dst.end(), 0xEE);
+                ccl::shm::copy_out(dst.data() + dst_at, src.data() + src_at, n, false);
+                for (size_t i = 0; i < dst_at; ++i) ASSERT_EQ(dst[i], 0xEE);
+                ASSERT_EQ(std::memcmp(dst.data() + dst_at, src.data() + src_at, n), 0)
+                    << "n " << n << " dst+" << dst_at << " src+" << src_at;
+                for (size_t i = dst_at + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE);
             }
         }
     }

@@ -347,6 +347,9 @@ shm::WaitPolicy Communicator::wait_policy() const {
                             std::chrono::microseconds(config_.poll_time_us));
 }
 
+// The per-byte probe's rounds (shm::cma_copy_costs) are signed with this.
+constexpr uint32_t kProbeRounds = 0x70726f62;
+
 bool Communicator::probe_single_copy() {
     if (size_ == 1) return false;
     // Every rank reads a word of the next rank's memory; all must succeed (and want it).
@@ -363,36 +366,59 @@ bool Communicator::probe_single_copy() {
                              reinterpret_cast<const void*>(intptr_t(all[2 * next + 1])),
                              sizeof(word))
             : -1;
+    // The cost of a byte, the kernel's copy against memcpy (shm::cma_copy_costs), among this
+    // node's ranks: 256 KiB, a size that stays in the caches, where most transfers are.
+    double kernel_ns = -1, user_ns = -1;
+    if (arena_->nranks() > 1)
+        shm::cma_copy_costs(*arena_, kProbeRounds,
+                            std::min(arena_->buffer_size(), size_t(256) << 10), 3,
+                            config_.single_copy, &kernel_ns, &user_ns)
+            .run_blocking();
+    const uint64_t per_byte =
+        kernel_ns > 0 && user_ns > 0 ? uint64_t(100 * kernel_ns / user_ns) : 0;
     // One allreduce (max) agrees on all of it: whether any rank failed, the fastest probe (noise
     // only adds to one; as its complement), the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
-    // CCL_ALLTOALL_CMA_MAX given, and the largest floor of a node with more ranks than cpus
-    // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown). Every rank must choose
-    // alike: an all-to-all's ranks each decide for all.
+    // CCL_ALLTOALL_CMA_MAX given, the largest floor of a node with more ranks than cpus
+    // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown), and the dearest byte
+    // (the kernel's copy over memcpy, x100). Every rank must choose alike: an all-to-all's ranks
+    // each decide for all.
     const uint64_t crowd_floor =
         shm::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus());
-    uint64_t vote[6] = {ns < 0,
+    uint64_t vote[7] = {ns < 0,
                         ~(ns < 0 ? UINT64_MAX : uint64_t(ns)),
                         config_.cma_min,
                         config_.allgather_cma_max,
                         config_.alltoall_cma_max,
-                        crowd_floor},
-             agreed[6];
-    run({CollType::allreduce, 6, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
+                        crowd_floor,
+                        per_byte},
+             agreed[7];
+    run({CollType::allreduce, 7, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
     const bool every = agreed[0] == 0;
     const uint64_t fastest = ~agreed[1], given = agreed[2], crowded = agreed[5];
+    // Where the kernel's copies are dear by the byte, the arena's two copies beat one through the
+    // kernel up to sizes past the caches (the 2-core AMD VM, 2 ranks, us, through the arena /
+    // single copy: allgather 2 MiB 58 / 89, 16 MiB 940 / 1232; sendrecv 2 MiB 72 / 138 but 16 MiB
+    // 2993 / 2136; allreduce 2 MiB 103 / 166): single copy only for blocks from kDearCmaMin, and
+    // no single-copy allgathers, broadcasts, allreduces or reduces.
+    dear_bytes_ = shm::cma_dear_bytes(double(agreed[6]), 100);
     if (!every && config_.single_copy && rank_ == 0)
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
     const size_t probed = shm::cma_min_bytes(double(fastest));
-    cma_min_ = given ? size_t(given) : std::max(probed, size_t(crowded));
+    // A crowded node's floor holds even where bytes are dear: it was measured there (the 2-core
+    // VM), where rings of 2 MiB at 4 ranks and of 1 MiB at 8 still went faster single copy.
+    cma_min_ = given ? size_t(given)
+                     : std::max(probed, crowded       ? size_t(crowded)
+                                        : dear_bytes_ ? kDearCmaMin
+                                                      : size_t(0));
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
     // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3;
     // 2 MiB: 99-106 us against 74-115). Where they are cheap (the Xeon host: 16 KiB), single copy
     // won all-to-alls at every size and allgathers below 32 MiB (64 MiB: 8.3-8.9 ms through the
     // arena, whose copy-outs stream past the caches, against 13.1-13.7).
-    const bool cheap = cma_min_ <= kCheapCmaBlock && (given || crowded == 0);
+    const bool cheap = cma_min_ <= kCheapCmaBlock && (given || (crowded == 0 && !dear_bytes_));
     allgather_cma_max_ = agreed[3] ? size_t(agreed[3]) : cheap ? size_t(32) << 20 : 0;
     // An allgather's block is read by every other rank: single copy saves its one copy into the
     // arena but pays the kernel's pinning once per reader, and many readers slow each other (the
@@ -418,13 +444,17 @@ bool Communicator::probe_single_copy() {
                                              " KiB in messages " + below(allgather_cma_max_);
     if (every && rank_ == 0)
         log().info(
-            "single copy for blocks from {} KiB ({}{}); allgathers: {}; all-to-all blocks: {}",
+            "single copy for blocks from {} KiB ({}{}; a byte through the kernel took {}x "
+            "memcpy's{}); allgathers: {}; all-to-all blocks: {}",
             cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
-            cma_min_ != probed && !given ? ", raised from " + std::to_string(probed >> 10) +
-                                               " KiB: more ranks than cpus on a node"
-                                         : "",
-            allgathers, below(alltoall_cma_max_));
+            cma_min_ != probed && !given
+                ? ", raised from " + std::to_string(probed >> 10) + " KiB: " +
+                      (crowded ? "more ranks than cpus on a node" : "the kernel's bytes are dear")
+                : "",
+            std::to_string(agreed[6] / 100) + "." + std::to_string(agreed[6] / 10 % 10),
+            dear_bytes_ ? ", dear: allreduces and reduces through the arena" : "", allgathers,
+            alltoall_cma_max_ > cma_min_ ? below(alltoall_cma_max_) : std::string("none"));
     return every;
 }
 
@@ -597,7 +627,7 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
 
 bool Communicator::send_now(const CollSignature& sig, const Buffers& bufs) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= cma_min()) return false;
+    if (fabric_ || bytes > shm::Mailbox::kSpanMax || bytes >= cma_min()) return false;
     check_broken();  // as run() does for a send
     if (sig.count != last_send_.count || sig.dtype != last_send_.dtype) {
         last_send_ = sig;

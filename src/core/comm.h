@@ -90,6 +90,9 @@ public:
     // Whether every rank may copy straight from its peers' memory (shm/cma.h): CCL_SINGLE_COPY on
     // every rank and the probe at creation worked between every pair of neighbours.
     bool single_copy() const { return single_copy_; }
+    // Whether allreduce and reduce may go single copy of their own choice (CCL_ALLREDUCE=auto):
+    // not where the kernel's bytes are dear (the probe at creation).
+    bool auto_single_copy_reductions() const { return single_copy_ && !dear_bytes_; }
     // Blocks from this size go single-copy where the algorithm allows (point to point, all-to-all,
     // allgather): CCL_CMA_MIN, or chosen by the probe (shm::cma_min_bytes). SIZE_MAX: never.
     size_t cma_min() const { return single_copy_ ? cma_min_ : SIZE_MAX; }
@@ -126,9 +129,9 @@ public:
     // issue order. *req gets the request, complete or deferred. False: nothing happened; plan
     // and run the call.
     bool recv_now(const CollSignature& sig, const Buffers& bufs, std::shared_ptr<Request>* req);
-    // A send of at most shm::Mailbox::kQuickBytes to a co-located peer, at once and without a
-    // plan, where it needs no wait (Mailbox::try_send). Sends never queue, so it may overtake
-    // queued work. False: nothing happened; plan and run the call.
+    // A send that goes inline (at most shm::Mailbox::kSpanMax) to a co-located peer, at once and
+    // without a plan, where it needs no wait (Mailbox::try_send). Sends never queue, so it may
+    // overtake queued work. False: nothing happened; plan and run the call.
     bool send_now(const CollSignature& sig, const Buffers& bufs);
     // Plans and runs a blocking call made from inside ccl.
     void run(const CollSignature& sig, const Buffers& bufs);
@@ -185,6 +188,12 @@ private:
     size_t cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
     size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
     static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
+    // Where the kernel's bytes are dear (shm::cma_dear_bytes; only where CCL_CMA_MIN is auto)
+    // single copy starts here: past the caches it still saves the arena's second pass over
+    // memory (the 2-core AMD VM, 2 ranks, a sendrecv ring: 8 MiB 899 / 981 us, 16 MiB 2136 /
+    // 2993, single copy / through the arena; 2 MiB 138 / 72).
+    static constexpr size_t kDearCmaMin = size_t(4) << 20;
+    bool dear_bytes_ = false;  // the probe found the kernel's bytes dear (every rank agrees)
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.
     std::array<std::shared_ptr<const Schedule>, 8> recent_;

@@ -57,14 +57,15 @@ size_t allreduce_direct_max(const Config& cfg, int n) {
 // copy against rsag (ms), 64 MiB, 2 ranks: reduce 9.9-10.5 / 14.3-14.4, allreduce 10.4-13.0 /
 // 13.3-15.0; 4 ranks: reduce 10.6-14.1 / 15.0-15.2, allreduce 15.8-16.3 / 18.4-19.6; 256 MiB
 // (another lease): reduce 63-67 / 76 at 2 ranks, 57 / 69-81 at 4, allreduce even (68-81).
-bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes, bool single_copy,
-                      size_t min_slice) {
+bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes,
+                      const Communicator& comm, size_t min_slice) {
     const size_t n = size_t(arena.nranks());
     const std::string& choice = cfg.allreduce_algo;
     const size_t most =
         cfg.allreduce_cma_max_set || shm::cma_threads() < 2 ? cfg.allreduce_cma_max : SIZE_MAX;
-    return single_copy && arena.buffer_size() / n >= 64 &&
-           (choice == "cma" || (choice == "auto" && bytes / n >= min_slice && bytes < most));
+    return comm.single_copy() && arena.buffer_size() / n >= 64 &&
+           (choice == "cma" || (choice == "auto" && comm.auto_single_copy_reductions() &&
+                                bytes / n >= min_slice && bytes < most));
 }
 
 // Whether a broadcast between two ranks goes single copy, each rank copying half
@@ -85,7 +86,7 @@ bool allgather_single_copy(const Communicator& comm, size_t block, size_t messag
 }
 
 Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
-                    bool single_copy) {
+                    const Communicator& comm) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     const std::string& choice = cfg.allreduce_algo;
     bool direct = choice == "direct" ||
@@ -105,7 +106,7 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     // Single copy (one copy in, where rsag copies in, then out) wins for mid-size messages with
     // slices big enough to pay for the system calls; the largest stream through rsag's copy-outs
     // as fast (docs/performance.md).
-    if (single_copy_fits(cfg, arena, bytes, single_copy, cfg.allreduce_cma_min))
+    if (single_copy_fits(cfg, arena, bytes, comm, cfg.allreduce_cma_min))
         return {"shm/allreduce_cma",
                 [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {
                     return shm::allreduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -117,7 +118,8 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
             }};
 }
 
-Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig, bool single_copy) {
+Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
+                 const Communicator& comm) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     if (bytes <= reduce_direct_max(cfg, arena.nranks())) {
         const uint32_t digest = sig.digest(kReduceDirect);
@@ -138,7 +140,7 @@ Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
     // 256 KiB 68 / 80).
     const size_t min_slice = arena.nranks() == 2 ? std::min(cfg.allreduce_cma_min, size_t(64) << 10)
                                                  : cfg.allreduce_cma_min;
-    if (single_copy_fits(cfg, arena, bytes, single_copy, min_slice))
+    if (single_copy_fits(cfg, arena, bytes, comm, min_slice))
         return {"shm/reduce_cma", [&arena, sig, digest = sig.digest(kReduceCma)](const Buffers& b) {
                     return shm::reduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
                                            sig.op, sig.root);
@@ -175,7 +177,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (comm.size() == 1)
                 s.steps.push_back(local_copy(bytes));
             else
-                s.steps.push_back(plan_allreduce(comm.config(), arena, sig, comm.single_copy()));
+                s.steps.push_back(plan_allreduce(comm.config(), arena, sig, comm));
             break;
         case CollType::broadcast: {
             if (sig.count == 0 || comm.size() == 1) break;
@@ -203,7 +205,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (comm.size() == 1)
                 s.steps.push_back(local_copy(bytes));
             else
-                s.steps.push_back(plan_reduce(comm.config(), arena, sig, comm.single_copy()));
+                s.steps.push_back(plan_reduce(comm.config(), arena, sig, comm));
             break;
         case CollType::allgather:
         case CollType::allgatherv: {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "shm/arena.h"
 #include "shm/wait.h"
 
 namespace ccl::shm {
@@ -256,6 +257,44 @@ double cma_probe(pid_t pid, const void* remote, size_t bytes) {
         if (best < 0 || ns < best) best = ns;
     }
     return best;
+}
+
+Task cma_copy_costs(Arena& arena, uint32_t sig, size_t bytes, int reps, bool kernel_too,
+                    double* kernel_ns, double* user_ns) {
+    const int next = (arena.rank() + 1) % arena.nranks();
+    std::vector<char> mine(bytes), into(bytes);  // mine: what the previous rank reads
+    *kernel_ns = *user_ns = -1;
+    bool failed = false;
+    for (int i = 0; i < 2 * reps; ++i) {
+        const bool kernel = i % 2 == 1;
+        arena.begin_round(sig);
+        co_await arena.buffer_free();
+        char* buf = static_cast<char*>(arena.own_buffer());
+        if (kernel) {
+            std::memset(mine.data(), i, bytes);
+            *reinterpret_cast<const void**>(buf) = mine.data();
+        } else {
+            std::memset(buf, i, bytes);
+        }
+        arena.ready();
+        co_await arena.all_ready();
+        const void* from = arena.peer_buffer(next);
+        const auto t0 = std::chrono::steady_clock::now();
+        if (kernel) {
+            iovec l{into.data(), bytes}, r{*static_cast<void*const*>(from), bytes};
+            failed = failed || !kernel_too ||
+                     ::process_vm_readv(arena.peer_pid(next), &l, 1, &r, 1, 0) != ssize_t(bytes);
+        } else {
+            std::memcpy(into.data(), from, bytes);
+        }
+        const double ns =
+            std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        double& best = kernel ? *kernel_ns : *user_ns;
+        if (best < 0 || ns < best) best = ns;
+        arena.done();
+        if (kernel) co_await arena.all_done();  // the previous rank reads `mine` until then
+    }
+    if (failed) *kernel_ns = -1;
 }
 
 size_t cma_min_bytes(double probe_ns) {

@@ -8,9 +8,14 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
+#include "core/task.h"
+
 namespace ccl::shm {
+
+class Arena;
 
 // Copies `bytes` from `remote` in process `pid` to `local`. Throws ccl::Error on failure.
 void cma_read(pid_t pid, void* local, const void* remote, size_t bytes);
@@ -62,12 +67,31 @@ bool cma_beside_pays(size_t bytes);
 // add to it), or a negative number when a read fails; never throws.
 double cma_probe(pid_t pid, const void* remote, size_t bytes);
 
+// The per-byte probe, a collective of `arena`'s ranks: each rank copies `bytes` that the next
+// rank has just written, from the arena with memcpy and (with `kernel`) from that rank's own
+// memory with the kernel's copy, `reps` times each in turn (rounds signed `sig`: every rank runs
+// them). *kernel_ns and *user_ns get the fastest of each (nanoseconds), a negative *kernel_ns
+// where a read failed or none was made; never throws a copy's failure. `bytes` must fit an arena
+// buffer.
+Task cma_copy_costs(Arena& arena, uint32_t sig, size_t bytes, int reps, bool kernel,
+                    double* kernel_ns, double* user_ns);
+// Whether the kernel's copies are dear by the byte: a copy from a peer through the kernel took
+// `kernel_ns` where memcpy from the arena took `user_ns`. Then a single copy costs more than the
+// arena's two, one on each side, at any size that stays in the caches. The 2-core AMD EPYC VM:
+// 3.8-8.4x at 64 KiB to 4 MiB (kernel 9-15 GB/s, memcpy from the other core 49-83); the 16-core
+// Xeon host: 1.0-2.1x (8-12 against 11-16 GB/s).
+inline bool cma_dear_bytes(double kernel_ns, double user_ns) {
+    return kernel_ns > 0 && user_ns > 0 && kernel_ns >= 3 * user_ns;
+}
+
 // The size from which a block goes single-copy (point to point, all-to-all, allgather) where one
 // transfer has the fixed cost `probe_ns`: below it the system call and page pinning cost more
 // than the second copy. Fitted to two machines, so a rough rule (CCL_CMA_MIN overrides it): an
 // Intel Xeon VM (probe 0.8 us) where single copy won from 8-16 KiB, and an AMD EPYC one (1.9 us:
 // every kernel entry is dear there) where it lost up to 256 KiB blocks. 16 KiB at 0.8 us, doubling
-// with every 275 ns more (a power of two, 8 KiB to 512 KiB).
+// with every 275 ns more (a power of two, 8 KiB to 512 KiB). That AMD VM later probed 1.2-1.3 us
+// while its kernel still copied at a quarter of memcpy's speed: the per-byte probe
+// (cma_copy_costs, cma_dear_bytes) catches what the fixed cost does not.
 size_t cma_min_bytes(double probe_ns);
 
 // The same where `local_ranks` share `cpus` (0: unknown): `cma_min`, but with more ranks than

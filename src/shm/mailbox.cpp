@@ -237,30 +237,14 @@ uint64_t Mailbox::place(Outbox& out, int peer, size_t bytes, uint32_t head) {
 }
 
 bool Mailbox::try_send(const void* buf, size_t bytes, uint32_t sig, int peer) {
+    if (bytes > kSpanMax) return false;
     const int me = arena_.rank();
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
+    const uint32_t span = span_of(bytes);
+    if (!ring_room(out, ch, span)) return false;
     Desc& d = ch.ring[out.head % kSlots];
-    uint32_t span = 1;
-    if (bytes <= kSpanMax) {
-        span = span_of(bytes);
-        if (!ring_room(out, ch, span)) return false;
-        put_inline(ch, out.head, buf, bytes);
-    } else {
-        if (bytes > kQuickBytes || !ring_room(out, ch, 1)) return false;
-        // What the receiver has taken is learnt from its tail, a line it writes at every
-        // receive (a cross-core miss): only when the segment has no room left (small messages
-        // go round it; 2 ranks, 4 KiB ring: 1.56 -> 1.24 us).
-        if ((!out.unreceived.empty() || !out.retired.empty()) && !room(out, bytes))
-            forget_received(out, ch);
-        const std::optional<uint64_t> at = room(out, bytes);
-        if (!at) return false;  // send() makes a larger data segment
-        out.pos = *at + bytes;
-        out.unreceived.push_back({out.head, out.gen, *at});
-        d.offset = *at % out.data.size();
-        std::memcpy(static_cast<char*>(out.data.data()) + d.offset, buf, bytes);
-        d.seg = {bytes, out.data.size(), out.gen};
-    }
+    put_inline(ch, out.head, buf, bytes);
     d.sig = sig;
     d.total = bytes;
     Arena::publish({&d.seq, &ch.head_waiters, me}, out.head + 1);

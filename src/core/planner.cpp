@@ -57,8 +57,9 @@ size_t allreduce_direct_max(const Config& cfg, int n) {
 // copy against rsag (ms), 64 MiB, 2 ranks: reduce 9.9-10.5 / 14.3-14.4, allreduce 10.4-13.0 /
 // 13.3-15.0; 4 ranks: reduce 10.6-14.1 / 15.0-15.2, allreduce 15.8-16.3 / 18.4-19.6; 256 MiB
 // (another lease): reduce 63-67 / 76 at 2 ranks, 57 / 69-81 at 4, allreduce even (68-81).
-bool single_copy_fits(const Config& cfg, const shm::Arena& arena, size_t bytes,
-                      const Communicator& comm, size_t min_slice) {
+bool single_copy_fits(Communicator& comm, size_t bytes, size_t min_slice) {
+    const Config& cfg = comm.config();
+    const shm::Arena& arena = comm.arena();
     const size_t n = size_t(arena.nranks());
     const std::string& choice = cfg.allreduce_algo;
     const size_t most =
@@ -85,8 +86,9 @@ bool allgather_single_copy(const Communicator& comm, size_t block, size_t messag
     return block >= comm.allgather_cma_min() && message < comm.allgather_cma_max();
 }
 
-Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
-                    const Communicator& comm) {
+Step plan_allreduce(Communicator& comm, const CollSignature& sig) {
+    const Config& cfg = comm.config();
+    shm::Arena& arena = comm.arena();
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     const std::string& choice = cfg.allreduce_algo;
     bool direct = choice == "direct" ||
@@ -106,7 +108,7 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
     // Single copy (one copy in, where rsag copies in, then out) wins for mid-size messages with
     // slices big enough to pay for the system calls; the largest stream through rsag's copy-outs
     // as fast (docs/performance.md).
-    if (single_copy_fits(cfg, arena, bytes, comm, cfg.allreduce_cma_min))
+    if (single_copy_fits(comm, bytes, cfg.allreduce_cma_min))
         return {"shm/allreduce_cma",
                 [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {
                     return shm::allreduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -118,8 +120,9 @@ Step plan_allreduce(const Config& cfg, shm::Arena& arena, const CollSignature& s
             }};
 }
 
-Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
-                 const Communicator& comm) {
+Step plan_reduce(Communicator& comm, const CollSignature& sig) {
+    const Config& cfg = comm.config();
+    shm::Arena& arena = comm.arena();
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     if (bytes <= reduce_direct_max(cfg, arena.nranks())) {
         const uint32_t digest = sig.digest(kReduceDirect);
@@ -140,7 +143,7 @@ Step plan_reduce(const Config& cfg, shm::Arena& arena, const CollSignature& sig,
     // 256 KiB 68 / 80).
     const size_t min_slice = arena.nranks() == 2 ? std::min(cfg.allreduce_cma_min, size_t(64) << 10)
                                                  : cfg.allreduce_cma_min;
-    if (single_copy_fits(cfg, arena, bytes, comm, min_slice))
+    if (single_copy_fits(comm, bytes, min_slice))
         return {"shm/reduce_cma", [&arena, sig, digest = sig.digest(kReduceCma)](const Buffers& b) {
                     return shm::reduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
                                            sig.op, sig.root);
@@ -177,7 +180,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (comm.size() == 1)
                 s.steps.push_back(local_copy(bytes));
             else
-                s.steps.push_back(plan_allreduce(comm.config(), arena, sig, comm));
+                s.steps.push_back(plan_allreduce(comm, sig));
             break;
         case CollType::broadcast: {
             if (sig.count == 0 || comm.size() == 1) break;
@@ -205,7 +208,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             if (comm.size() == 1)
                 s.steps.push_back(local_copy(bytes));
             else
-                s.steps.push_back(plan_reduce(comm.config(), arena, sig, comm));
+                s.steps.push_back(plan_reduce(comm, sig));
             break;
         case CollType::allgather:
         case CollType::allgatherv: {

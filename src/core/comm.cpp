@@ -414,10 +414,10 @@ bool Communicator::probe_single_copy() {
                                                       : size_t(0));
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
-    // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3;
-    // 2 MiB: 99-106 us against 74-115). Where they are cheap (the Xeon host: 16 KiB), single copy
-    // won all-to-alls at every size and allgathers below 32 MiB (64 MiB: 8.3-8.9 ms through the
-    // arena, whose copy-outs stream past the caches, against 13.1-13.7).
+    // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3).
+    // Where they are cheap (the Xeon host: 16 KiB), single copy won all-to-alls at every size and
+    // allgathers below 32 MiB (64 MiB: 8.3-8.9 ms through the arena, whose copy-outs stream past
+    // the caches, against 13.1-13.7).
     const bool cheap = cma_min_ <= kCheapCmaBlock && (given || (crowded == 0 && !dear_bytes_));
     allgather_cma_max_ = agreed[3] ? size_t(agreed[3]) : cheap ? size_t(32) << 20 : 0;
     // An allgather's block is read by every other rank: single copy saves its one copy into the
@@ -432,7 +432,13 @@ bool Communicator::probe_single_copy() {
     for (int r = 4; !agreed[3] && r < topo_.local_size() && allgather_cma_min_ < allgather_cma_max_;
          ++r)
         allgather_cma_min_ *= 2;
-    alltoall_cma_max_ = agreed[4] ? size_t(agreed[4]) : cheap ? SIZE_MAX : size_t(4) << 20;
+    // Where bytes are dear and the node is not crowded, no all-to-all block goes single copy: the
+    // arena's pieces won from a piece up (2 ranks, 2 MiB: 60 us against 90 with the cpus near, 89
+    // against 93 far apart).
+    alltoall_cma_max_ = agreed[4]                 ? size_t(agreed[4])
+                        : cheap                   ? SIZE_MAX
+                        : dear_bytes_ && !crowded ? 0
+                                                  : size_t(4) << 20;
     auto below = [](size_t bound) {
         return bound == 0          ? std::string("none")
                : bound == SIZE_MAX ? std::string("any size")

@@ -52,12 +52,12 @@ size_t allreduce_direct_max(const Config& cfg, int n) {
 
 // Whether a large allreduce or reduce goes single copy (shm/cma.h): allowed here, a scratch
 // piece of a cache line per rank, and with CCL_ALLREDUCE=auto slices (bytes / ranks) of at least
-// `min_slice` in messages below CCL_ALLREDUCE_CMA_MAX. Where large transfers run on several
-// threads (shm::cma_parallel) and the user set no bound, at any size: on the 16-core host, single
-// copy against rsag (ms), 64 MiB, 2 ranks: reduce 9.9-10.5 / 14.3-14.4, allreduce 10.4-13.0 /
-// 13.3-15.0; 4 ranks: reduce 10.6-14.1 / 15.0-15.2, allreduce 15.8-16.3 / 18.4-19.6; 256 MiB
+// CCL_ALLREDUCE_CMA_MIN in messages below CCL_ALLREDUCE_CMA_MAX. Where large transfers run on
+// several threads (shm::cma_parallel) and the user set no bound, at any size: on the 16-core host,
+// single copy against rsag (ms), 64 MiB, 2 ranks: reduce 9.9-10.5 / 14.3-14.4, allreduce 10.4-13.0
+// / 13.3-15.0; 4 ranks: reduce 10.6-14.1 / 15.0-15.2, allreduce 15.8-16.3 / 18.4-19.6; 256 MiB
 // (another lease): reduce 63-67 / 76 at 2 ranks, 57 / 69-81 at 4, allreduce even (68-81).
-bool single_copy_fits(Communicator& comm, size_t bytes, size_t min_slice) {
+bool single_copy_fits(Communicator& comm, size_t bytes) {
     const Config& cfg = comm.config();
     const shm::Arena& arena = comm.arena();
     const size_t n = size_t(arena.nranks());
@@ -66,7 +66,7 @@ bool single_copy_fits(Communicator& comm, size_t bytes, size_t min_slice) {
         cfg.allreduce_cma_max_set || shm::cma_threads() < 2 ? cfg.allreduce_cma_max : SIZE_MAX;
     return comm.single_copy() && arena.buffer_size() / n >= 64 &&
            (choice == "cma" || (choice == "auto" && comm.auto_single_copy_reductions() &&
-                                bytes / n >= min_slice && bytes < most));
+                                bytes / n >= cfg.allreduce_cma_min && bytes < most));
 }
 
 // Whether a broadcast between two ranks goes single copy, each rank copying half
@@ -108,7 +108,7 @@ Step plan_allreduce(Communicator& comm, const CollSignature& sig) {
     // Single copy (one copy in, where rsag copies in, then out) wins for mid-size messages with
     // slices big enough to pay for the system calls; the largest stream through rsag's copy-outs
     // as fast (docs/performance.md).
-    if (single_copy_fits(comm, bytes, cfg.allreduce_cma_min))
+    if (single_copy_fits(comm, bytes))
         return {"shm/allreduce_cma",
                 [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {
                     return shm::allreduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
@@ -137,13 +137,8 @@ Step plan_reduce(Communicator& comm, const CollSignature& sig) {
             };
         return step;
     }
-    // Single copy where allreduce takes it (the same slices, the same system calls per piece)
-    // and, at 2 ranks, from smaller slices: it has one round to allreduce's two (2-core machine,
-    // us, split / single copy: 128 KiB 18-20 / 13-15, 256 KiB 33-38 / 19-23; at 4 ranks there,
-    // 256 KiB 68 / 80).
-    const size_t min_slice = arena.nranks() == 2 ? std::min(cfg.allreduce_cma_min, size_t(64) << 10)
-                                                 : cfg.allreduce_cma_min;
-    if (single_copy_fits(comm, bytes, min_slice))
+    // Single copy where allreduce takes it: the same slices, the same system calls per piece.
+    if (single_copy_fits(comm, bytes))
         return {"shm/reduce_cma", [&arena, sig, digest = sig.digest(kReduceCma)](const Buffers& b) {
                     return shm::reduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
                                            sig.op, sig.root);
@@ -161,10 +156,17 @@ Step plan_reduce(Communicator& comm, const CollSignature& sig) {
 // 10 ranks only while n x bytes stayed within about 80 KiB (us, direct / split: 10 ranks 8 KiB
 // 3.8-4.3 / 4.5-5.1; 16 ranks 4 KiB 4.4-5.6 / 4.3-5.0, 32 KiB 24-30 / 13-18;
 // docs/performance.md). On the 2-core machine direct won at 2 and 4 ranks up to 64 KiB by far.
-// A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
+// At 2 ranks the root reads the one other input whichever way, and direct does it in one round
+// per piece, where split takes two and single copy a system call: direct at every size (2-core
+// VM, us, direct / split: 256 KiB 7.1 / 9.6 and 2 MiB 59 / 82 with the cpus near, 10.6 / 28.9 and
+// 75 / 225 far apart, 16 MiB 1080 / 2185; the 16-core host, direct / single copy: 256 KiB 17.3 /
+// 21.7, 64 MiB 13.7 / 15.6 ms). A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is, and so
+// does a CCL_ALLREDUCE other than auto.
 size_t reduce_direct_max(const Config& cfg, int n) {
     constexpr size_t kManyRanksReadMax = 80u << 10;
-    if (cfg.allreduce_direct_max_set || n <= 8) return cfg.allreduce_direct_max;
+    if (cfg.allreduce_direct_max_set) return cfg.allreduce_direct_max;
+    if (n == 2 && cfg.allreduce_algo == "auto") return SIZE_MAX;
+    if (n <= 8) return cfg.allreduce_direct_max;
     return std::min(cfg.allreduce_direct_max, kManyRanksReadMax / size_t(n));
 }
 

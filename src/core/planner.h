@@ -16,7 +16,7 @@ Schedule plan(Communicator& comm, const CollSignature& sig);
 Schedule plan_multinode(Communicator& comm, const CollSignature& sig);
 
 // The largest reduce (bytes) that runs direct among n co-located ranks by default; beyond it,
-// split (also on each node of a communicator across nodes).
+// single copy or split (split on each node of a communicator across nodes).
 size_t reduce_direct_max(const Config& cfg, int n);
 
 // One call of a group, as the planner fuses them.

@@ -60,26 +60,30 @@ bool inlines(bool eager, size_t record, size_t to_peers, size_t largest, size_t 
 }
 
 // A round's buffer: `reserve` bytes (the first round's record, where it is not in an eager slot),
-// then one piece per destination.
+// then one piece per peer (a rank's own block never goes through the arena), from the writer's
+// next rank on.
 struct Layout {
     // Pieces are whole lines, at least two: rounds then move at least two lines of every block.
     static constexpr size_t kMinPiece = 128;
     size_t reserve, piece;
+    int n;
     static size_t piece_bytes(size_t buffer, size_t reserve, int n) {
-        size_t room = buffer > reserve ? (buffer - reserve) / size_t(n) : 0;
+        size_t room = buffer > reserve ? (buffer - reserve) / size_t(std::max(n - 1, 1)) : 0;
         return room - room % 64;
     }
     Layout(size_t buffer, size_t reserve, int n)
-        : reserve(reserve), piece(piece_bytes(buffer, reserve, n)) {
+        : reserve(reserve), piece(piece_bytes(buffer, reserve, n)), n(n) {
         if (piece < kMinPiece)
-            throw Error(CCL_ERROR_UNSUPPORTED, "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
-                                                   " bytes) is too small for an all-to-all among " +
-                                                   std::to_string(n) + " ranks (at least " +
-                                                   std::to_string(reserve + kMinPiece * size_t(n)) +
-                                                   ")");
+            throw Error(CCL_ERROR_UNSUPPORTED,
+                        "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
+                            " bytes) is too small for an all-to-all among " + std::to_string(n) +
+                            " ranks (at least " +
+                            std::to_string(reserve + kMinPiece * size_t(std::max(n - 1, 1))) + ")");
     }
-    char* at(void* buffer, size_t to) const {
-        return static_cast<char*>(buffer) + reserve + to * piece;
+    // The piece from rank `from` to rank `to` in `from`'s buffer.
+    char* at(void* buffer, size_t from, size_t to) const {
+        const size_t slot = (to + size_t(n) - from - 1) % size_t(n);
+        return static_cast<char*>(buffer) + reserve + slot * piece;
     }
 };
 
@@ -186,7 +190,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         char* buf = static_cast<char*>(arena.own_buffer());
         for (size_t r = 0; r < un && !inlined && !sends_direct(my_largest); ++r)
             if (const size_t bytes = sdispl[r + 1] - sdispl[r]; r != ume && bytes > 0)
-                std::memcpy(first.at(buf, r), in + sdispl[r], std::min(first.piece, bytes));
+                std::memcpy(first.at(buf, ume, r), in + sdispl[r], std::min(first.piece, bytes));
         char* rec = eager ? static_cast<char*>(arena.own_eager()) : buf;
         *reinterpret_cast<Head*>(rec) = {digest | uint64_t(wide), in};
         put_counts(rec, sendcounts, un, wide);
@@ -268,7 +272,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             reads[nreads++] = {arena.peer_pid(int(r)), out + rdispl[r], rec.head().base + at,
                                bytes};
         } else {
-            std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), ume),
+            std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), r, ume),
                         std::min(first.piece, bytes));
         }
     }
@@ -298,7 +302,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         for (size_t r = 0; r < un; ++r) {
             const size_t bytes = sdispl[r + 1] - sdispl[r];
             if (r != ume && off < bytes)
-                std::memcpy(full.at(buf, r), in + sdispl[r] + off,
+                std::memcpy(full.at(buf, ume, r), in + sdispl[r] + off,
                             std::min(full.piece, bytes - off));
         }
         arena.ready();
@@ -306,7 +310,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         for (size_t r = 0; r < un; ++r) {
             const size_t bytes = rdispl[r + 1] - rdispl[r];
             if (r != ume && off < bytes)
-                copy_out(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), ume),
+                copy_out(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), r, ume),
                          std::min(full.piece, bytes - off), stream);
         }
         arena.done();

@@ -98,13 +98,15 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
         size_t c = std::min(chunk, count - off);
         auto [lo, hi] = slice(c, esize, me, n);
         // Round 1: inputs in; reduce my slice of everyone's input into my buffer of round 2.
+        const char* in = static_cast<const char*>(send) + off * esize;
         arena.begin_round(sig);
         co_await arena.buffer_free();
-        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        copy_peer_slices(arena.own_buffer(), in, c, esize, me, n);
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
             srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+        srcs[me] = in + lo * esize;
         co_await arena.buffer_free(1);
         char* reduced = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
         reduce(reduced, srcs.data(), n, hi - lo, dtype, op, n);

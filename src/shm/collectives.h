@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -156,6 +157,16 @@ inline std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks
     size_t blocks = (n + granule - 1) / granule;
     size_t b0 = blocks * size_t(r) / size_t(nranks), b1 = blocks * size_t(r + 1) / size_t(nranks);
     return {n < b0 * granule ? n : b0 * granule, n < b1 * granule ? n : b1 * granule};
+}
+
+// Copies a chunk of c elements into this rank's buffer, at their places, but for its own slice:
+// only the peers read the buffer, and this rank reduces its slice from its input directly.
+inline void copy_peer_slices(void* buf, const void* chunk, size_t c, size_t esize, int me,
+                             int nranks) {
+    const auto [lo, hi] = slice(c, esize, me, nranks);
+    std::memcpy(buf, chunk, lo * esize);
+    std::memcpy(static_cast<char*>(buf) + hi * esize, static_cast<const char*>(chunk) + hi * esize,
+                (c - hi) * esize);
 }
 
 }  // namespace ccl::shm

@@ -85,13 +85,15 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
         size_t c = std::min(chunk, count - off);
         auto [lo, hi] = slice(c, esize, me, n);
         // Round 1: inputs in; every rank reduces its slice into its buffer of round 2.
+        const char* in = static_cast<const char*>(send) + off * esize;
         arena.begin_round(sig);
         co_await arena.buffer_free();
-        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        copy_peer_slices(arena.own_buffer(), in, c, esize, me, n);
         arena.ready();
         co_await arena.all_ready();
         for (int r = 0; r < n; ++r)
             srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
+        srcs[me] = in + lo * esize;
         // The root's slice goes straight out: nobody else reads it.
         char* out = static_cast<char*>(recv) + (off + lo) * esize;
         if (me != root) {

@@ -20,6 +20,15 @@ size_t cache_piece_bytes() {
 
 namespace {
 
+// Whether the cpu has enhanced rep movsb (ERMS).
+bool has_erms() {
+    static const bool erms = [] {
+        unsigned a, b, c, d;
+        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9));
+    }();
+    return erms;
+}
+
 // From where this copies with rep movsb itself (SIZE_MAX: never). glibc (2.33 on) copies blocks
 // from the L2's size up on AMD cpus with a loop of vector stores instead, whose stores read each
 // line first ("ERMS performs poorly above L2" was Zen 3's case); on the 2-core EPYC (Zen 4) VM
@@ -31,19 +40,29 @@ size_t rep_movsb_min() {
         unsigned a, b, c, d;
         if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541)  // "Auth"enticAMD
             return SIZE_MAX;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 9)))  // ERMS
-            return SIZE_MAX;
+        if (!has_erms()) return SIZE_MAX;
         const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
         return l2 > 0 ? size_t(l2) : SIZE_MAX;
     }();
     return bytes;
 }
 
+void rep_movsb(void* dst, const void* src, size_t n) {
+    asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
 }  // namespace
+
+void copy_message(void* dst, const void* src, size_t n) {
+    if (n >= (size_t(2) << 10) && n <= (size_t(16) << 10) && has_erms())
+        rep_movsb(dst, src, n);
+    else
+        std::memcpy(dst, src, n);
+}
 
 void copy_out(void* dst, const void* src, size_t n, bool stream) {
     if (!stream && n >= rep_movsb_min()) {
-        asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+        rep_movsb(dst, src, n);
         return;
     }
     if (!stream || n < 4096) {

@@ -14,6 +14,11 @@ inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
 // memory traffic.
 void copy_out(void* dst, const void* src, size_t n, bool stream);
 
+// A message that the peer has just written, out of the data segment of a mailbox: from 2 KiB to
+// 16 KiB, sizes that glibc copies with a vector loop, with rep movsb where the cpu has ERMS (2-core
+// AMD VM, 2 ranks, 4 KiB sendrecv: 0.380 -> 0.345 us, MPICH 0.345); else memcpy.
+void copy_message(void* dst, const void* src, size_t n);
+
 // The most a pipelined copy through the arena (a broadcast's, a reduce's) moves per round: half of
 // a core's L2 cache, so that a piece and where it goes fit in it together (512 KiB where the size
 // is unknown). With pieces of a whole 1 MiB buffer on a core with 1 MiB of L2, a 2 MiB broadcast

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "shm/cma.h"
+#include "shm/copy.h"
 #include "shm/wait.h"
 
 namespace ccl::shm {
@@ -368,7 +369,7 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
         const Inbox& in = in_[size_t(peer)];
         // One piece, in the segment the last one came through (recv maps a new one).
         if (d.seg.bytes != bytes || !in.data.data() || in.gen != d.seg.gen) return false;
-        std::memcpy(buf, static_cast<const char*>(in.data.data()) + d.offset, bytes);
+        copy_message(buf, static_cast<const char*>(in.data.data()) + d.offset, bytes);
     }
     Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail + span);
     return true;
@@ -410,8 +411,8 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_m
                 in.gen = d.seg.gen;
             }
             if (match)
-                std::memcpy(static_cast<char*>(buf) + got,
-                            static_cast<const char*>(in.data.data()) + d.offset, d.seg.bytes);
+                copy_message(static_cast<char*>(buf) + got,
+                             static_cast<const char*>(in.data.data()) + d.offset, d.seg.bytes);
         }
         got += d.offset == kInline ? d.total : d.seg.bytes;
         tail += span;

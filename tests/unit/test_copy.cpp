@@ -47,3 +47,23 @@ TEST(CopyOut, LargeEqualsMemcpy) {
         }
     }
 }
+
+// copy_message (rep movsb from 2 KiB to 16 KiB where the cpu has ERMS, else memcpy): every byte
+// at every size around its bounds, at odd alignments, and nothing outside.
+TEST(CopyMessage, EqualsMemcpy) {
+    std::vector<uint8_t> src((size_t(20) << 10) + 64), dst(src.size() + 128);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 29 + 3);
+    for (size_t n : {size_t(0), size_t(1), size_t(2047), size_t(2048), size_t(4096), size_t(4099),
+                     size_t(16) << 10, (size_t(16) << 10) + 1, size_t(20) << 10}) {
+        for (size_t dst_at : {0, 5}) {
+            for (size_t src_at : {0, 11}) {
+                std::fill(dst.begin(), dst.end(), 0xEE);
+                ccl::shm::copy_message(dst.data() + dst_at, src.data() + src_at, n);
+                for (size_t i = 0; i < dst_at; ++i) ASSERT_EQ(dst[i], 0xEE);
+                ASSERT_EQ(std::memcmp(dst.data() + dst_at, src.data() + src_at, n), 0)
+                    << "n " << n << " dst+" << dst_at << " src+" << src_at;
+                for (size_t i = dst_at + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE);
+            }
+        }
+    }
+}

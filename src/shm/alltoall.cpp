@@ -67,18 +67,19 @@ struct Layout {
     static constexpr size_t kMinPiece = 128;
     size_t reserve, piece;
     int n;
+    static size_t slots(int n) { return size_t(std::max(n - 1, 1)); }  // one per peer
     static size_t piece_bytes(size_t buffer, size_t reserve, int n) {
-        size_t room = buffer > reserve ? (buffer - reserve) / size_t(std::max(n - 1, 1)) : 0;
+        size_t room = buffer > reserve ? (buffer - reserve) / slots(n) : 0;
         return room - room % 64;
     }
     Layout(size_t buffer, size_t reserve, int n)
         : reserve(reserve), piece(piece_bytes(buffer, reserve, n)), n(n) {
         if (piece < kMinPiece)
-            throw Error(CCL_ERROR_UNSUPPORTED,
-                        "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
-                            " bytes) is too small for an all-to-all among " + std::to_string(n) +
-                            " ranks (at least " +
-                            std::to_string(reserve + kMinPiece * size_t(std::max(n - 1, 1))) + ")");
+            throw Error(CCL_ERROR_UNSUPPORTED, "CCL_SHM_BUFFER_SIZE (" + std::to_string(buffer) +
+                                                   " bytes) is too small for an all-to-all among " +
+                                                   std::to_string(n) + " ranks (at least " +
+                                                   std::to_string(reserve + kMinPiece * slots(n)) +
+                                                   ")");
     }
     // The piece from rank `from` to rank `to` in `from`'s buffer.
     char* at(void* buffer, size_t from, size_t to) const {

@@ -247,13 +247,18 @@ void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {
 
 namespace {
 
+// Nanoseconds since t0 (the probes' measure).
+double ns_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // One read of `bytes` at `remote` in `pid` into `local`, timed: nanoseconds, or -1 where it
-// failed (the probes' measure; never throws).
+// failed (never throws).
 double timed_read(pid_t pid, void* local, const void* remote, size_t bytes) {
     iovec l{local, bytes}, r{const_cast<void*>(remote), bytes};
     const auto t0 = std::chrono::steady_clock::now();
     if (::process_vm_readv(pid, &l, 1, &r, 1, 0) != ssize_t(bytes)) return -1;
-    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    return ns_since(t0);
 }
 
 }  // namespace
@@ -293,8 +298,7 @@ Task cma_copy_costs(Arena& arena, uint32_t sig, size_t bytes, int reps, bool ker
         if (!kernel) {
             const auto t0 = std::chrono::steady_clock::now();
             std::memcpy(into.data(), from, bytes);
-            ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
-                     .count();
+            ns = ns_since(t0);
         } else {
             // Rounds without a read too (this rank may not read): every rank runs the same rounds.
             ns = kernel_too ? timed_read(arena.peer_pid(next), into.data(),

@@ -379,39 +379,40 @@ bool Communicator::probe_single_copy() {
     // One allreduce (max) agrees on all of it: whether any rank failed, the fastest probe (noise
     // only adds to one; as its complement), the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
     // CCL_ALLTOALL_CMA_MAX given, the largest floor of a node with more ranks than cpus
-    // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown), and the dearest byte
-    // (the kernel's copy over memcpy, x100). Every rank must choose alike: an all-to-all's ranks
-    // each decide for all.
+    // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown), and the dearest and
+    // cheapest byte (the kernel's copy over memcpy, x100; the cheapest as its complement). Every
+    // rank must choose alike: an all-to-all's ranks each decide for all.
     const uint64_t crowd_floor =
         shm::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus());
-    uint64_t vote[7] = {ns < 0,
+    uint64_t vote[8] = {ns < 0,
                         ~(ns < 0 ? UINT64_MAX : uint64_t(ns)),
                         config_.cma_min,
                         config_.allgather_cma_max,
                         config_.alltoall_cma_max,
                         crowd_floor,
-                        per_byte},
-             agreed[7];
-    run({CollType::allreduce, 7, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
+                        per_byte,
+                        ~per_byte},
+             agreed[8];
+    run({CollType::allreduce, 8, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
     const bool every = agreed[0] == 0;
     const uint64_t fastest = ~agreed[1], given = agreed[2], crowded = agreed[5];
     // Where the kernel's copies are dear by the byte, the arena's two copies beat one through the
     // kernel up to sizes past the caches (the 2-core AMD VM, 2 ranks, us, through the arena /
     // single copy: allgather 2 MiB 58 / 89, 16 MiB 940 / 1232; sendrecv 2 MiB 72 / 138 but 16 MiB
-    // 2993 / 2136; allreduce 2 MiB 103 / 166): single copy only for blocks from kDearCmaMin, and
-    // no single-copy allgathers, broadcasts, allreduces or reduces.
-    dear_bytes_ = shm::cma_dear_bytes(double(agreed[6]), 100);
+    // 2993 / 2136; allreduce 2 MiB 103 / 166): single copy only for large blocks
+    // (shm::dear_cma_min_bytes), and no single-copy allgathers, broadcasts, allreduces or reduces.
+    // With a cpu per rank the dearest rank's byte decides. On a crowded node a rank's copies are
+    // cut by the others' turns on its cpu, which adds to either copy at random (the 2-core Xeon VM,
+    // 4 ranks, eight launches: ranks' ratios 1.4-3.3, the dearest over 3 in two launches, the
+    // cheapest 1.4-2.0), so there the cheapest rank's byte decides.
+    const uint64_t per_byte_agreed = crowded ? ~agreed[7] : agreed[6];
+    dear_bytes_ = shm::cma_dear_bytes(double(per_byte_agreed), 100);
     if (!every && config_.single_copy && rank_ == 0)
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
     const size_t probed = shm::cma_min_bytes(double(fastest));
-    // A crowded node's floor holds even where bytes are dear: it was measured there (the 2-core
-    // VM), where rings of 2 MiB at 4 ranks and of 1 MiB at 8 still went faster single copy.
-    cma_min_ = given ? size_t(given)
-                     : std::max(probed, crowded       ? size_t(crowded)
-                                        : dear_bytes_ ? kDearCmaMin
-                                                      : size_t(0));
+    cma_min_ = given ? size_t(given) : shm::dear_cma_min_bytes(probed, crowded, dear_bytes_);
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
     // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3).
@@ -455,10 +456,11 @@ bool Communicator::probe_single_copy() {
             cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
             cma_min_ != probed && !given
-                ? ", raised from " + std::to_string(probed >> 10) + " KiB: " +
-                      (crowded ? "more ranks than cpus on a node" : "the kernel's bytes are dear")
+                ? ", raised from " + std::to_string(probed >> 10) +
+                      " KiB: " + "the kernel's bytes are dear" +
+                      std::string(crowded ? ", on a node with more ranks than cpus" : "")
                 : "",
-            std::to_string(agreed[6] / 100) + "." + std::to_string(agreed[6] / 10 % 10),
+            std::to_string(per_byte_agreed / 100) + "." + std::to_string(per_byte_agreed / 10 % 10),
             dear_bytes_ ? ", dear: allreduces and reduces through the arena" : "", allgathers,
             alltoall_cma_max_ > cma_min_ ? below(alltoall_cma_max_) : std::string("none"));
     return every;

@@ -188,11 +188,6 @@ private:
     size_t cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
     size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
     static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
-    // Where the kernel's bytes are dear (shm::cma_dear_bytes; only where CCL_CMA_MIN is auto)
-    // single copy starts here: past the caches it still saves the arena's second pass over
-    // memory (the 2-core AMD VM, 2 ranks, a sendrecv ring: 8 MiB 899 / 981 us, 16 MiB 2136 /
-    // 2993, single copy / through the arena; 2 MiB 138 / 72).
-    static constexpr size_t kDearCmaMin = size_t(4) << 20;
     bool dear_bytes_ = false;  // the probe found the kernel's bytes dear (every rank agrees)
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.

@@ -324,4 +324,9 @@ size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus) {
     return std::max(cma_min, (size_t(4) << 20) * size_t(cpus) / size_t(local_ranks));
 }
 
+size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear) {
+    if (!dear) return probed;
+    return std::max(probed, crowd_floor ? crowd_floor : size_t(4) << 20);
+}
+
 }  // namespace ccl::shm

@@ -95,9 +95,10 @@ inline bool cma_dear_bytes(double kernel_ns, double user_ns) {
 size_t cma_min_bytes(double probe_ns);
 
 // The same where `local_ranks` share `cpus` (0: unknown): `cma_min`, but with more ranks than
-// cpus at least 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8), and the
-// kernel's copies then count as dear (Communicator: no single-copy allgathers, all-to-all blocks
-// single copy below 4 MiB, from the smaller of this and one exchange piece). On a crowded node the
+// cpus at least 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8); where
+// the kernel's bytes are cheap a crowded node keeps the probed size (dear_cma_min_bytes), and
+// either way it has no single-copy allgathers and all-to-all blocks single copy only below 4 MiB
+// (Communicator). Where the kernel's bytes are dear (the 2-core AMD VM), on a crowded node the
 // work is done one rank at a time, so what counts is the cpu time of a transfer, where the kernel's
 // page pinning makes one copy dearer than two in cache; and a single-copy send waits for its
 // receive to be posted, which a rank that is not running cannot do. The 2-core VM (a 1.2-1.3 us
@@ -108,5 +109,16 @@ size_t cma_min_bytes(double probe_ns);
 // ring of 4 MiB at 4 ranks went faster single copy (620- 824 against 1263), of 1 MiB at 8 ranks too
 // (303-358 against 356-435): hence the bound falls with the ranks per cpu.
 size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
+
+// Where single copy starts, from the probed size (cma_min_bytes), a crowded node's floor
+// (crowded_cma_min_bytes of 0; 0 where not crowded) and whether the kernel's bytes are dear
+// (cma_dear_bytes). Cheap bytes: the probed size, crowded or not (the 2-core Xeon VM, 4 ranks,
+// single copy from 16 KiB against from 2 MiB, us: a sendrecv ring of 256 KiB 40 / 85, 2 MiB
+// 509 / 552; all-to-all 256 KiB 40 / 68, 2 MiB 421 / 489). Dear bytes: at least the crowded
+// floor, else 4 MiB, where single copy still saves the arena's second pass over memory past the
+// caches (the 2-core AMD VM, 2 ranks, a sendrecv ring: 8 MiB 899 / 981 us, 16 MiB 2136 / 2993,
+// single copy / through the arena; 2 MiB 138 / 72); the crowded floor is lower because it was
+// measured there: rings of 2 MiB at 4 ranks and of 1 MiB at 8 still went faster single copy.
+size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear);
 
 }  // namespace ccl::shm

@@ -17,6 +17,7 @@
 
 using ccl::shm::cma_min_bytes;
 using ccl::shm::crowded_cma_min_bytes;
+using ccl::shm::dear_cma_min_bytes;
 
 TEST(Cma, ThresholdFollowsTheFixedCost) {
     // The two machines it was fitted to, and the bounds.
@@ -184,4 +185,14 @@ TEST_F(CmaThreads, BesideRunsBothAndRethrows) {
             EXPECT_FALSE(other_ended.load());  // the second still ran
         }
     }
+}
+
+TEST(Cma, ThresholdRisesOnlyWhereTheKernelsBytesAreDear) {
+    // Cheap bytes: as probed, crowded (a floor given) or not.
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 0, false), 16u << 10);
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 2u << 20, false), 16u << 10);
+    // Dear bytes: the crowded floor, else 4 MiB; never below the probed size.
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 2u << 20, true), 2u << 20);
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 0, true), 4u << 20);
+    EXPECT_EQ(dear_cma_min_bytes(8u << 20, 2u << 20, true), 8u << 20);
 }

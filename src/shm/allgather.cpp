@@ -90,7 +90,8 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const int n = arena.nranks(), me = arena.rank();
     const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), dtype_size(dtype));
     char* out = static_cast<char*>(recv);
-    // My own block: copied while the peers get ready, or, a large one, beside the reads; streamed
+    // My own block: copied while my address crosses to the peers and theirs to me, or, a large
+    // one, beside the reads; streamed
     // where the whole output is kStreamMinBytes or more (as an all-to-all's own block): glibc on
     // AMD copies a block larger than the L2 with a vector loop whose stores read every line first
     // (2-core AMD VM, 2 ranks, 16 MiB: 1286 -> 1073 us, Open MPI 1246).
@@ -99,11 +100,11 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const bool stream = offset.back() >= kStreamMinBytes;
     auto copy_own = [&] { copy_out(out + offset[size_t(me)], send, own, stream); };
     const bool beside = cma_beside_pays(own);
-    if (own > 0 && !beside) copy_own();
     arena.begin_round(sig);
     co_await arena.buffer_free();
     *static_cast<const void**>(arena.own_buffer()) = send;  // where peers read my block
     arena.ready();
+    if (own > 0 && !beside) copy_own();
     co_await arena.all_ready();
     auto read_peers = [&] {
         for (int i = 1; i < n; ++i) {  // from the next rank on, so that ranks read different peers

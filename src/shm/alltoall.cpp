@@ -177,6 +177,14 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         in = staged.data();
     }
     const size_t to_peers = sdispl[un] - (sdispl[ume + 1] - sdispl[ume]);
+    // My own block never goes through the arena: copied while the first round's news crosses
+    // between the ranks, or, a large one where threads may copy beside single-copy reads, once
+    // the round tells whether they do.
+    const bool stream = rdispl[un] >= kStreamMinBytes;
+    const size_t own =
+        in + sdispl[ume] != out + rdispl[ume] ? sdispl[ume + 1] - sdispl[ume] : size_t(0);
+    auto copy_own = [&] { copy_out(out + rdispl[ume], in + sdispl[ume], own, stream); };
+    const bool may_beside = cma_beside_pays(own);
     const uint64_t digest = count_digest(ume, un, sendcounts, recvcounts);
     const bool inlined = inlines(eager, record, to_peers, my_largest, first.piece);
 
@@ -211,8 +219,10 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     if (eager) {
         arena.publish_eager();
         arena.prefetch_eager();
+        if (own > 0 && !may_beside) copy_own();
     } else {
         arena.ready();
+        if (own > 0 && !may_beside) copy_own();
         co_await arena.all_ready();
     }
     size_t largest = my_largest;
@@ -244,14 +254,9 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
         arena.fail(CCL_ERROR_INVALID_USAGE,
                    "alltoallv counts disagree: some rank's sendcounts do not match what its "
                    "receiver's recvcounts expect (the ranks concerned name the pair)");
-    // My own block never goes through the arena; a large one is copied beside the single-copy
-    // reads (below).
-    const bool stream = rdispl[un] >= kStreamMinBytes;
-    const size_t own =
-        in + sdispl[ume] != out + rdispl[ume] ? sdispl[ume + 1] - sdispl[ume] : size_t(0);
-    auto copy_own = [&] { copy_out(out + rdispl[ume], in + sdispl[ume], own, stream); };
-    const bool beside = direct && cma_beside_pays(own);
-    if (own > 0 && !beside) copy_own();
+    // A large own block single copy is copied beside the reads (below).
+    const bool beside = direct && may_beside;
+    if (own > 0 && may_beside && !beside) copy_own();
     PerRank<CmaRead> reads(direct ? un : 0);  // single-copy blocks, read together below
     size_t nreads = 0;
     for (int i = 1; i < n; ++i) {  // from the next rank on: ranks read different peers

@@ -133,8 +133,8 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
 // one round, every rank's whole send buffer in its lane.
 Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, size_t block);
 
-// Single-copy variants (shm/cma.h): every rank publishes its buffer's address and peers copy
-// from it directly; they return once every rank is done reading.
+// Single-copy variants (shm/cma.h): every rank publishes its output's address and writes its
+// block straight into every peer's; it returns once every rank is done writing.
 Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
                     const std::vector<size_t>& counts, ccl_datatype_t dtype);
 

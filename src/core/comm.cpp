@@ -457,8 +457,8 @@ bool Communicator::probe_single_copy() {
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
             cma_min_ != probed && !given
                 ? ", raised from " + std::to_string(probed >> 10) +
-                      " KiB: " + "the kernel's bytes are dear" +
-                      std::string(crowded ? ", on a node with more ranks than cpus" : "")
+                      " KiB: the kernel's bytes are dear" +
+                      (crowded ? ", on a node with more ranks than cpus" : "")
                 : "",
             std::to_string(per_byte_agreed / 100) + "." + std::to_string(per_byte_agreed / 10 % 10),
             dear_bytes_ ? ", dear: allreduces and reduces through the arena" : "", allgathers,

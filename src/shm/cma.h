@@ -95,11 +95,11 @@ inline bool cma_dear_bytes(double kernel_ns, double user_ns) {
 size_t cma_min_bytes(double probe_ns);
 
 // The same where `local_ranks` share `cpus` (0: unknown): `cma_min`, but with more ranks than
-// cpus at least 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8); where
-// the kernel's bytes are cheap a crowded node keeps the probed size (dear_cma_min_bytes), and
-// either way it has no single-copy allgathers and all-to-all blocks single copy only below 4 MiB
-// (Communicator). Where the kernel's bytes are dear (the 2-core AMD VM), on a crowded node the
-// work is done one rank at a time, so what counts is the cpu time of a transfer, where the kernel's
+// cpus at least 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8): the
+// floor that dear_cma_min_bytes applies where the kernel's bytes are dear. (A crowded node has no
+// single-copy allgathers, and all-to-all blocks single copy only below 4 MiB, either way:
+// Communicator.) Where they are dear (the 2-core AMD VM), on a crowded node the work is done one
+// rank at a time, so what counts is the cpu time of a transfer, where the kernel's
 // page pinning makes one copy dearer than two in cache; and a single-copy send waits for its
 // receive to be posted, which a rank that is not running cannot do. The 2-core VM (a 1.2-1.3 us
 // probe: 32-64 KiB), medians of launches in one placement, us, with this / single copy from the

@@ -91,14 +91,14 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), dtype_size(dtype));
     char* out = static_cast<char*>(recv);
     // My own block: copied while my address crosses to the peers and theirs to me, or, a large
-    // one, beside the writes; streamed where the whole output is kStreamMinBytes or more (as an
-    // all-to-all's own block): glibc on AMD copies a block larger than the L2 with a vector loop
-    // whose stores read every line first (2-core AMD VM, 2 ranks, 16 MiB: 1286 -> 1073 us, Open
-    // MPI 1246).
+    // one, beside the writes; streamed as an all-to-all's own block (stream_own_block): glibc on
+    // AMD copies a block larger than the L2 with a vector loop whose stores read every line first
+    // (2-core AMD VM, 2 ranks, 16 MiB: 1286 -> 1073 us, Open MPI 1246).
     const size_t own =
         send != out + offset[size_t(me)] ? offset[size_t(me) + 1] - offset[size_t(me)] : size_t(0);
-    const bool stream = offset.back() >= kStreamMinBytes;
-    auto copy_own = [&] { copy_out(out + offset[size_t(me)], send, own, stream); };
+    auto copy_own = [&] {
+        copy_out(out + offset[size_t(me)], send, own, stream_own_block(own, offset.back()));
+    };
     const bool beside = cma_beside_pays(own);
     arena.begin_round(sig);
     co_await arena.buffer_free();

@@ -183,7 +183,9 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
     const bool stream = rdispl[un] >= kStreamMinBytes;
     const size_t own =
         in + sdispl[ume] != out + rdispl[ume] ? sdispl[ume + 1] - sdispl[ume] : size_t(0);
-    auto copy_own = [&] { copy_out(out + rdispl[ume], in + sdispl[ume], own, stream); };
+    auto copy_own = [&] {
+        copy_out(out + rdispl[ume], in + sdispl[ume], own, stream_own_block(own, rdispl[un]));
+    };
     const bool may_beside = cma_beside_pays(own);
     const uint64_t digest = count_digest(ume, un, sendcounts, recvcounts);
     const bool inlined = inlines(eager, record, to_peers, my_largest, first.piece);

@@ -14,6 +14,12 @@ inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
 // memory traffic.
 void copy_out(void* dst, const void* src, size_t n, bool stream);
 
+// Whether a rank's own block of an exchange (allgather, all-to-all), copied from its input to its
+// output beside the transfers, streams: where the whole output is kStreamMinBytes or more, or where
+// the block alone fills a cache piece (half the L2), so that it and where it goes fill the L2 and
+// ordinary stores would read every line from beyond it first.
+bool stream_own_block(size_t block, size_t output);
+
 // A message that the peer has just written, out of the data segment of a mailbox: from 2 KiB to
 // 16 KiB, sizes that glibc copies with a vector loop, with rep movsb where the cpu has ERMS (2-core
 // AMD VM, 2 ranks, 4 KiB sendrecv: 0.380 -> 0.345 us, MPICH 0.345); else memcpy.

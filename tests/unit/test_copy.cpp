@@ -2,6 +2,7 @@
 // their edges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -46,6 +47,20 @@ TEST(CopyOut, LargeEqualsMemcpy) {
             }
         }
     }
+}
+
+// An exchange's own block streams where the whole output is large (as every copy-out) or where
+// the block alone fills a cache piece; not below both.
+TEST(CopyOut, OwnBlockStreamsFromACachePieceOrALargeOutput) {
+    using namespace ccl::shm;
+    const size_t piece = cache_piece_bytes();
+    ASSERT_GT(piece, 0u);
+    if (piece - 1 < kStreamMinBytes) {
+        EXPECT_FALSE(stream_own_block(piece - 1, piece - 1));
+    }
+    EXPECT_TRUE(stream_own_block(piece, piece));
+    EXPECT_TRUE(stream_own_block(64, kStreamMinBytes));
+    EXPECT_FALSE(stream_own_block(64, std::min(piece, kStreamMinBytes) - 1));
 }
 
 // copy_message (rep movsb from 2 KiB to 16 KiB where the cpu has ERMS, else memcpy): every byte

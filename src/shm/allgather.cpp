@@ -94,11 +94,9 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     // one, beside the writes; streamed as an all-to-all's own block (stream_own_block): glibc on
     // AMD copies a block larger than the L2 with a vector loop whose stores read every line first
     // (2-core AMD VM, 2 ranks, 16 MiB: 1286 -> 1073 us, Open MPI 1246).
-    const size_t own =
-        send != out + offset[size_t(me)] ? offset[size_t(me) + 1] - offset[size_t(me)] : size_t(0);
-    auto copy_own = [&] {
-        copy_out(out + offset[size_t(me)], send, own, stream_own_block(own, offset.back()));
-    };
+    const size_t at = offset[size_t(me)], mine = offset[size_t(me) + 1] - at;
+    const size_t own = send != out + at ? mine : size_t(0);  // in place: already there
+    auto copy_own = [&] { copy_out(out + at, send, own, stream_own_block(own, offset.back())); };
     const bool beside = cma_beside_pays(own);
     arena.begin_round(sig);
     co_await arena.buffer_free();
@@ -113,12 +111,10 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     // 12.8 / 14.4, 2 MiB 170 / 187 (Open MPI 14.2, 188); 16-core host, 2 MiB: 2 ranks 123 / 123,
     // 4 ranks 194 / 200, 8 ranks 260 / 309; 16 MiB at 8 ranks 1931 / 2124.
     auto write_peers = [&] {
-        const size_t bytes = offset[size_t(me) + 1] - offset[size_t(me)];
-        for (int i = 1; i < n && bytes > 0; ++i) {  // from the next rank on
-            int r = (me + i) % n;
-            cma_write(arena.peer_pid(r),
-                      *static_cast<char* const*>(arena.peer_buffer(r)) + offset[size_t(me)], send,
-                      bytes);
+        for (int i = 1; i < n && mine > 0; ++i) {  // from the next rank on
+            const int r = (me + i) % n;
+            cma_write(arena.peer_pid(r), *static_cast<char* const*>(arena.peer_buffer(r)) + at,
+                      send, mine);
         }
     };
     if (beside)

@@ -5,7 +5,10 @@ Reads RAW/IMPL-nN-COLL-rROUND[-large|-max].csv (columns collective,ranks,size_by
 in_place,time_us,algbw_gbps,busbw_gbps,wrong), takes per collective, rank count, implementation
 and size the median time over the rounds, and prints to stdout: an overview (where ccl is slower
 than the best peer), then one table per collective and rank count:
-size | ccl us | Open MPI us | MPICH us | ccl/best, marking the sizes where ccl is slower.
+size | ccl us | Open MPI us | MPICH us | ccl/best, marking the sizes where ccl is slower. A slower
+size also says whether ccl was slower in every round ("in every round": its fastest round slower
+than the peer's slowest) or the rounds overlap (a tie within the run's noise). With three rounds
+each, a true tie is still slower in every round one time in twenty.
 
 Rows are matched to the requested sizes (--sizes) by the nearest one on a log scale, because a
 benchmark may round a size to whole per-rank blocks (allgather of 8 B at 4 ranks moves 16 B).
@@ -143,7 +146,7 @@ def main():
         for n in ranks:
             if not any((coll, n, i, s) in data for i in impls for s in sizes):
                 tables.append(f"### {coll}, {n} ranks\n\nno data\n")
-                overview.append((coll, n, None, None, None))
+                overview.append((coll, n, None, None, None, 0))
                 continue
             head = "| size | " + " | ".join(f"{NAMES.get(i, i)} µs" for i in impls)
             rule = "|---:|" + "---:|" * len(impls)
@@ -156,7 +159,7 @@ def main():
             else:
                 head += " |"
             lines = [f"### {coll}, {n} ranks", "", head, rule]
-            slower, compared, worst = 0, 0, None
+            slower, compared, worst, clear = 0, 0, None, 0
             for size in sizes:
                 cells, marks, actual = {}, [], {}
                 for impl in impls:
@@ -189,7 +192,12 @@ def main():
                         compared += 1
                         if ratio > 1:
                             slower += 1
-                            marks.insert(0, f"**slower** (best: {NAMES.get(best[1], best[1])})")
+                            # Every round slower, or the rounds' ranges overlap.
+                            every = (min(t for t, _, _ in data[(coll, n, "ccl", size)]) >
+                                     max(t for t, _, _ in data[(coll, n, best[1], size)]))
+                            clear += every
+                            marks.insert(0, f"**slower** (best: {NAMES.get(best[1], best[1])}; "
+                                         + ("in every round)" if every else "rounds overlap)"))
                         if worst is None or ratio > worst[0]:
                             worst = (ratio, label)
                         row += f" | {ratio:.2f}" if ratio >= 0.1 else f" | {ratio:.2g}"
@@ -203,9 +211,10 @@ def main():
                 lines.append(row)
             if has_ccl and peers:
                 lines.append("")
-                lines.append(f"ccl slower than the best peer at {slower} of {compared} sizes.")
+                lines.append(f"ccl slower than the best peer at {slower} of {compared} sizes"
+                             f" ({clear} in every round).")
             tables.append("\n".join(lines) + "\n")
-            overview.append((coll, n, slower, compared, worst))
+            overview.append((coll, n, slower, compared, worst, clear))
 
     out = ["# ccl against the MPI peers", ""]
     if a.meta and os.path.exists(a.meta):
@@ -216,18 +225,21 @@ def main():
     out += ["", "Time per call in µs, the max over ranks of each rank's average; the median over the "
             "rounds. ccl/best: ccl's time over the faster peer's (above 1: ccl is slower).", ""]
     if has_ccl and peers:
-        out += ["## Overview", "", "| collective | ranks | ccl slower at | worst ccl/best |",
-                "|---|---:|---:|---:|"]
-        for coll, n, slower, compared, worst in overview:
+        out += ["## Overview", "", "| collective | ranks | ccl slower at | of them in every round "
+                "| worst ccl/best |", "|---|---:|---:|---:|---:|"]
+        for coll, n, slower, compared, worst, clear in overview:
             if compared is None:
-                out.append(f"| {coll} | {n} | no data | |")
+                out.append(f"| {coll} | {n} | no data | | |")
             elif compared == 0:
-                out.append(f"| {coll} | {n} | no comparison | |")
+                out.append(f"| {coll} | {n} | no comparison | | |")
             else:
                 w = f"{worst[0]:.2f} at {worst[1]}" if worst else ""
                 flag = "**" if slower else ""
-                out.append(f"| {coll} | {n} | {flag}{slower} of {compared}{flag} | {w} |")
-        out.append("")
+                out.append(f"| {coll} | {n} | {flag}{slower} of {compared}{flag} | {clear} | {w} |")
+        total = sum(o[2] or 0 for o in overview)
+        cells = sum(o[3] or 0 for o in overview)
+        out += ["", f"In all: ccl slower at {total} of {cells} sizes, "
+                f"{sum(o[5] for o in overview)} of them in every round.", ""]
     out += ["## Tables", ""] + tables
     if problems:
         out += ["## Problems", ""] + [f"- {x}" for x in problems] + [""]

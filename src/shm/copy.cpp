@@ -56,11 +56,28 @@ size_t rep_movsb_min() {
     return bytes;
 }
 
+// Whether the cpu has CLDEMOTE (older ones run it as a no-op, but a tool's emulated cpu may not).
+bool has_cldemote() {
+    static const bool cldemote = [] {
+        unsigned a, b, c, d;
+        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 25));
+    }();
+    return cldemote;
+}
+
 void rep_movsb(void* dst, const void* src, size_t n) {
     asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
 }
 
 }  // namespace
+
+void demote(const void* p, size_t n) {
+    if (n == 0 || !has_cldemote()) return;
+    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
+    const auto end = reinterpret_cast<uintptr_t>(p) + n;
+    for (uintptr_t line = first; line < end; line += 64)
+        asm volatile("cldemote (%0)" : : "r"(line) : "memory");
+}
 
 void copy_message(void* dst, const void* src, size_t n) {
     if (n >= (size_t(2) << 10) && n <= (size_t(16) << 10) && has_erms())

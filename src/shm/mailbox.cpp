@@ -333,8 +333,9 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             d.offset = kWritten;
         } else {
             d.offset = offset + off;
-            std::memcpy(static_cast<char*>(out.data.data()) + d.offset,
-                        static_cast<const char*>(buf) + off, b);
+            char* to = static_cast<char*>(out.data.data()) + d.offset;
+            std::memcpy(to, static_cast<const char*>(buf) + off, b);
+            if (b <= kDemoteMaxBytes) demote(to, b);  // the receiver reads it from another core
         }
         d.sig = sig;
         d.total = bytes;

@@ -82,3 +82,16 @@ TEST(CopyMessage, EqualsMemcpy) {
         }
     }
 }
+
+// demote only hints (CLDEMOTE where the cpu has it): every range, odd starts and lengths, up to
+// the ends of a buffer, leaves the memory as it was.
+TEST(Demote, LeavesMemoryAsItWas) {
+    std::vector<uint8_t> buf(size_t(8) << 10);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = uint8_t(i * 37 + 1);
+    const std::vector<uint8_t> before = buf;
+    for (size_t at : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(100)})
+        for (size_t n : {size_t(0), size_t(1), size_t(64), size_t(65), ccl::shm::kDemoteMaxBytes})
+            if (at + n <= buf.size()) ccl::shm::demote(buf.data() + at, n);
+    ccl::shm::demote(buf.data() + buf.size() - 1, 1);
+    EXPECT_EQ(buf, before);
+}

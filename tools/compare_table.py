@@ -227,7 +227,11 @@ def main():
     if has_ccl and peers:
         out += ["## Overview", "", "| collective | ranks | ccl slower at | of them in every round "
                 "| worst ccl/best |", "|---|---:|---:|---:|---:|"]
+        total = {"slower": 0, "compared": 0, "clear": 0}
         for coll, n, slower, compared, worst, clear in overview:
+            total["slower"] += slower or 0
+            total["compared"] += compared or 0
+            total["clear"] += clear
             if compared is None:
                 out.append(f"| {coll} | {n} | no data | | |")
             elif compared == 0:
@@ -236,10 +240,8 @@ def main():
                 w = f"{worst[0]:.2f} at {worst[1]}" if worst else ""
                 flag = "**" if slower else ""
                 out.append(f"| {coll} | {n} | {flag}{slower} of {compared}{flag} | {clear} | {w} |")
-        total = sum(o[2] or 0 for o in overview)
-        cells = sum(o[3] or 0 for o in overview)
-        out += ["", f"In all: ccl slower at {total} of {cells} sizes, "
-                f"{sum(o[5] for o in overview)} of them in every round.", ""]
+        out += ["", f"In all: ccl slower at {total['slower']} of {total['compared']} sizes, "
+                f"{total['clear']} of them in every round.", ""]
     out += ["## Tables", ""] + tables
     if problems:
         out += ["## Problems", ""] + [f"- {x}" for x in problems] + [""]

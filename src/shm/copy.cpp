@@ -29,14 +29,24 @@ bool stream_own_block(size_t block, size_t output) {
 
 namespace {
 
-// Whether the cpu has enhanced rep movsb (ERMS).
-bool has_erms() {
-    static const bool erms = [] {
+// The cpu's structured extended features (CPUID leaf 7, subleaf 0: EBX and ECX), read once; zero
+// where the leaf is missing.
+struct Leaf7 {
+    unsigned b = 0, c = 0;
+};
+const Leaf7& leaf7() {
+    static const Leaf7 leaf = [] {
         unsigned a, b, c, d;
-        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9));
+        return __get_cpuid_count(7, 0, &a, &b, &c, &d) ? Leaf7{b, c} : Leaf7{};
     }();
-    return erms;
+    return leaf;
 }
+
+// Whether the cpu has enhanced rep movsb (ERMS).
+bool has_erms() { return leaf7().b & (1u << 9); }
+
+// Whether the cpu has CLDEMOTE (older ones run it as a no-op, but a tool's emulated cpu may not).
+bool has_cldemote() { return leaf7().c & (1u << 25); }
 
 // From where this copies with rep movsb itself (SIZE_MAX: never). glibc (2.33 on) copies blocks
 // from the L2's size up on AMD cpus with a loop of vector stores instead, whose stores read each
@@ -54,15 +64,6 @@ size_t rep_movsb_min() {
         return l2 > 0 ? size_t(l2) : SIZE_MAX;
     }();
     return bytes;
-}
-
-// Whether the cpu has CLDEMOTE (older ones run it as a no-op, but a tool's emulated cpu may not).
-bool has_cldemote() {
-    static const bool cldemote = [] {
-        unsigned a, b, c, d;
-        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 25));
-    }();
-    return cldemote;
 }
 
 void rep_movsb(void* dst, const void* src, size_t n) {

@@ -293,9 +293,16 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             auto until = std::chrono::steady_clock::now() +
                          std::chrono::nanoseconds(room(out, bytes) ? std::min(bytes / 4, kLongest)
                                                                    : kLongest);
+            // Where every rank has a core of its own, poll it (a yield is a system call, and the
+            // offer then waits for it to return); else lend the core to the receiver.
+            const bool own_core = arena_.policy().own_core;
             while (!(direct = offered()) && std::chrono::steady_clock::now() < until &&
-                   back.awaiting_offer.load(std::memory_order_relaxed) == 0)
-                sched_yield();
+                   back.awaiting_offer.load(std::memory_order_relaxed) == 0) {
+                if (own_core)
+                    for (int k = 0; k < 16; ++k) cpu_relax();
+                else
+                    sched_yield();
+            }
             ch.awaiting_offer.store(0, std::memory_order_relaxed);
         }
         if (direct) {

@@ -166,7 +166,8 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
     single_copy_ = probe_single_copy();
     if (bind && single_copy_) {  // a launch's communicator; a split's ranks are its parent's
         const int threads = cma_threads_wanted(config_, topo_);
-        shm::cma_parallel(threads, config_.cma_slice);
+        shm::cma_parallel(threads, config_.cma_slice,
+                          std::chrono::microseconds(config_.poll_time_us));
         if (threads > 1 && rank == 0)
             log().info("single-copy transfers of {} KiB or more: {} threads each",
                        config_.cma_slice >> 10, threads);

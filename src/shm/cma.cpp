@@ -58,6 +58,8 @@ void transfer_one(Transfer fn, const char* what, pid_t pid, void* local, void* r
     }
 }
 
+std::atomic<long> poll_us{0};  // cma_parallel's poll
+
 // Helper threads that copy slices of large transfers (cma_parallel). One per process, made by
 // the first communicator and never destroyed (its threads sleep until there is work, and end with
 // the process). Several transfers may run at once (threads sharing communicators): the helpers
@@ -88,34 +90,61 @@ public:
         }
         work_.notify_all();
         copy(job);
+        {
+            std::lock_guard lock(m_);
+            jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));  // none left to claim
+        }
+        // The helpers' parts end about when this thread's do (they started together): poll for
+        // them, for a wake-up takes tens of microseconds on a virtual machine. (Helpers that
+        // polled for the next job as well made all-to-alls of 2 MiB slower on the 16-core host.)
+        poll([&] { return job.busy.load(std::memory_order_acquire) == 0; });
         std::unique_lock lock(m_);
-        jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));  // none left to claim
-        done_.wait(lock, [&] { return job.finished == parts && job.holders == 0; });
+        done_.wait(lock, [&] { return job.busy.load(std::memory_order_acquire) == 0; });
         if (job.error) std::rethrow_exception(job.error);
     }
 
 private:
     struct Job {
-        Job(const std::function<void(size_t)>& p, size_t n) : part(p), parts(n) {}
+        Job(const std::function<void(size_t)>& p, size_t n) : part(p), parts(n), busy(n) {}
         const std::function<void(size_t)>& part;
         const size_t parts;
         std::atomic<size_t> next{0};
-        size_t finished = 0, holders = 0;  // under m_
-        std::exception_ptr error;          // under m_
+        // Parts not yet ended, plus the helpers holding the job: its caller lets it go at 0.
+        std::atomic<size_t> busy;
+        std::exception_ptr error;  // under m_
     };
 
     // Claims and copies parts of `job` until none is left to claim.
     void copy(Job& job) {
         for (size_t p; (p = job.next.fetch_add(1, std::memory_order_relaxed)) < job.parts;) {
-            std::exception_ptr error;
             try {
                 job.part(p);
             } catch (...) {
-                error = std::current_exception();
+                std::lock_guard lock(m_);
+                if (!job.error) job.error = std::current_exception();
             }
-            std::lock_guard lock(m_);
-            if (error && !job.error) job.error = error;
-            if (++job.finished == job.parts) done_.notify_all();
+            // Not to 0 on a helper, which holds the job until it returns.
+            if (job.busy.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                std::lock_guard lock(m_);
+                done_.notify_all();
+            }
+        }
+    }
+
+    // Until done() or for the poll time: spinning a moment, then yielding the cpu between looks
+    // (as a rank's waits do, wait.h).
+    template <typename Done>
+    static void poll(Done&& done) {
+        const long us = poll_us.load(std::memory_order_relaxed);
+        if (us <= 0) return;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+        for (unsigned i = 0; !done(); ++i) {
+            if (i < 256) {
+                cpu_relax();
+            } else {
+                if (i % 16 == 0 && std::chrono::steady_clock::now() >= until) return;
+                sched_yield();
+            }
         }
     }
 
@@ -131,11 +160,11 @@ private:
             // Once: callers claim parts without the lock, so a second look may find none.
             Job* job = nullptr;
             work_.wait(lock, [&] { return (job = claimable()) != nullptr; });
-            ++job->holders;  // its caller waits for this before the job goes out of scope
+            job->busy.fetch_add(1, std::memory_order_relaxed);  // its caller waits for this
             lock.unlock();
             copy(*job);
             lock.lock();
-            if (--job->holders == 0) done_.notify_all();
+            if (job->busy.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_all();
         }
     }
 
@@ -185,8 +214,9 @@ void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remot
 
 }  // namespace
 
-void cma_parallel(int threads, size_t slice) {
+void cma_parallel(int threads, size_t slice, std::chrono::microseconds poll) {
     slice_bytes.store(slice, std::memory_order_relaxed);
+    poll_us.store(long(poll.count()), std::memory_order_relaxed);
     threads_wanted.store(threads, std::memory_order_relaxed);
     std::lock_guard lock(slicer_made);
     Slicer* s = slicer.load(std::memory_order_acquire);

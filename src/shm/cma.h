@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -31,7 +32,10 @@ void cma_write(pid_t pid, void* remote, const void* local, size_t bytes);
 // than two goes in two halves, which still paid (the host, a sendrecv ring of 2 MiB, medians of
 // five launches: 2 ranks 260 us on one thread, 245 in halves; 4 ranks 294, 269). Process-wide;
 // communicators made by a launch set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off.
-void cma_parallel(int threads, size_t slice);
+// A transfer waiting for its helpers' parts polls for up to `poll` before it sleeps
+// (CCL_POLL_TIME_US, as a rank's waits do): waking it cost tens of microseconds a message.
+void cma_parallel(int threads, size_t slice,
+                  std::chrono::microseconds poll = std::chrono::microseconds(0));
 // The threads a large transfer runs on now (1: it is not cut).
 int cma_threads();
 

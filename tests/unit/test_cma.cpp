@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -69,12 +70,19 @@ protected:
     }
     void TearDown() override { ccl::shm::cma_parallel(1, 2u << 20); }
 };
+class CmaPoll : public CmaThreads,
+                public ::testing::WithParamInterface<std::chrono::microseconds> {};
+INSTANTIATE_TEST_SUITE_P(SleepOrPoll, CmaPoll,
+                         ::testing::Values(std::chrono::microseconds(0),
+                                           std::chrono::microseconds(2000)),
+                         [](const auto& info) { return info.param.count() ? "poll" : "sleep"; });
 
 // Large transfers in slices on several threads (cma_parallel): every byte arrives, wherever the
 // slice boundaries fall (or the middle, below two slices), with several transfers at once;
-// nothing outside the range is touched.
-TEST_F(CmaThreads, SlicedTransfersCopyEveryByte) {
-    ccl::shm::cma_parallel(4, 4096);
+// nothing outside the range is touched. With helpers that sleep at once, and with helpers (and
+// callers) that poll a while first.
+TEST_P(CmaPoll, SlicedTransfersCopyEveryByte) {
+    ccl::shm::cma_parallel(4, 4096, GetParam());
     auto check = [](unsigned seed) {
         for (size_t bytes : {size_t(0), size_t(1), size_t(4097), size_t(8191), size_t(8192),
                              size_t(3 * 4096 + 17), size_t(1 << 20) + 123}) {
@@ -103,8 +111,8 @@ TEST_F(CmaThreads, SlicedTransfersCopyEveryByte) {
 
 // A slice that fails (here: a page in the middle is not mapped) fails the whole transfer with
 // the system's reason, on the calling thread; the helpers go on serving later transfers.
-TEST_F(CmaThreads, SlicedTransferFailureIsReported) {
-    ccl::shm::cma_parallel(4, 4096);
+TEST_P(CmaPoll, SlicedTransferFailureIsReported) {
+    ccl::shm::cma_parallel(4, 4096, GetParam());
     const size_t page = 4096, bytes = 8 * page;
     void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(map, MAP_FAILED);

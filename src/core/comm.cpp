@@ -414,6 +414,9 @@ bool Communicator::probe_single_copy() {
             "restrictions or a seccomp profile; using shared-memory copies only");
     const size_t probed = shm::cma_min_bytes(double(fastest));
     cma_min_ = given ? size_t(given) : shm::dear_cma_min_bytes(probed, crowded, dear_bytes_);
+    p2p_cma_min_ =
+        given ? cma_min_
+              : shm::crowded_p2p_cma_min_bytes(cma_min_, topo_.local_size(), topo_.node_cpus());
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
     // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3).
@@ -453,7 +456,7 @@ bool Communicator::probe_single_copy() {
     if (every && rank_ == 0)
         log().info(
             "single copy for blocks from {} KiB ({}{}; a byte through the kernel took {}x "
-            "memcpy's{}); allgathers: {}; all-to-all blocks: {}",
+            "memcpy's{}){}; allgathers: {}; all-to-all blocks: {}",
             cma_min_ >> 10,
             given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
             cma_min_ != probed && !given
@@ -462,7 +465,11 @@ bool Communicator::probe_single_copy() {
                       (crowded ? ", on a node with more ranks than cpus" : "")
                 : "",
             std::to_string(per_byte_agreed / 100) + "." + std::to_string(per_byte_agreed / 10 % 10),
-            dear_bytes_ ? ", dear: allreduces and reduces through the arena" : "", allgathers,
+            dear_bytes_ ? ", dear: allreduces and reduces through the arena" : "",
+            p2p_cma_min_ != cma_min_ ? "; sends from " + std::to_string(p2p_cma_min_ >> 10) +
+                                           " KiB (more ranks than cpus)"
+                                     : std::string(),
+            allgathers,
             alltoall_cma_max_ > cma_min_ ? below(alltoall_cma_max_) : std::string("none"));
     return every;
 }
@@ -603,7 +610,8 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
                             std::shared_ptr<Request>* req) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     // One that may go single-copy takes the general path, which offers its buffer to the sender.
-    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= cma_min() || !idle()) return false;
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= p2p_cma_min() || !idle())
+        return false;
     check_broken(false);  // as start() does
     if (sig.count != last_recv_.count || sig.dtype != last_recv_.dtype) {
         last_recv_ = sig;
@@ -636,7 +644,7 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
 
 bool Communicator::send_now(const CollSignature& sig, const Buffers& bufs) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (fabric_ || bytes > shm::Mailbox::kSpanMax || bytes >= cma_min()) return false;
+    if (fabric_ || bytes > shm::Mailbox::kSpanMax || bytes >= p2p_cma_min()) return false;
     check_broken();  // as run() does for a send
     if (sig.count != last_send_.count || sig.dtype != last_send_.dtype) {
         last_send_ = sig;

@@ -96,6 +96,9 @@ public:
     // Blocks from this size go single-copy where the algorithm allows (point to point, all-to-all,
     // allgather): CCL_CMA_MIN, or chosen by the probe (shm::cma_min_bytes). SIZE_MAX: never.
     size_t cma_min() const { return single_copy_ ? cma_min_ : SIZE_MAX; }
+    // Sends and receives from this size go single copy: cma_min(), raised on a node with more
+    // ranks than cpus (shm::crowded_p2p_cma_min_bytes) unless CCL_CMA_MIN is given.
+    size_t p2p_cma_min() const { return single_copy_ ? p2p_cma_min_ : SIZE_MAX; }
     // Whether the kernel's copies are cheap here: single copy pays from blocks of 64 KiB or less.
     bool cheap_single_copy() const { return cma_min() <= kCheapCmaBlock; }
     // Allgather(v) messages below this go single copy, blocks from allgather_cma_min() (cma_min(),
@@ -185,7 +188,7 @@ private:
     Topology topo_;
     std::unique_ptr<transport::Fabric> fabric_;  // only across nodes
     bool single_copy_ = false;
-    size_t cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
+    size_t cma_min_ = SIZE_MAX, p2p_cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
     size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
     static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
     bool dear_bytes_ = false;  // the probe found the kernel's bytes dear (every rank agrees)

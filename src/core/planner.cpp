@@ -279,14 +279,14 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         }
         case CollType::send:
             s.steps.push_back({"shm/send", [&box = comm.mailbox(), bytes, peer = sig.root,
-                                            cma_min = comm.cma_min(),
+                                            cma_min = comm.p2p_cma_min(),
                                             digest = sig.p2p_digest()](const Buffers& b) {
                                    return box.send(b.send, bytes, digest, peer, cma_min);
                                }});
             break;
         case CollType::recv:
             s.steps.push_back({"shm/recv", [&box = comm.mailbox(), bytes, peer = sig.root,
-                                            cma_min = comm.cma_min(),
+                                            cma_min = comm.p2p_cma_min(),
                                             digest = sig.p2p_digest()](const Buffers& b) {
                                    return box.recv(b.recv, bytes, digest, peer, cma_min);
                                }});

@@ -103,7 +103,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                 // A co-located peer: the node's mailbox, by local rank.
                 const int lpeer = t.local_rank_of(peer);
                 shm::Mailbox& box = comm.mailbox();
-                const size_t cma_min = comm.cma_min();
+                const size_t cma_min = comm.p2p_cma_min();
                 if (is_send)
                     s.steps.push_back(
                         {"shm/send", [&box, bytes, lpeer, cma_min, digest](const Buffers& b) {

@@ -114,6 +114,15 @@ size_t cma_min_bytes(double probe_ns);
 // (303-358 against 356-435): hence the bound falls with the ranks per cpu.
 size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
 
+// Where point-to-point messages go single copy where `local_ranks` share `cpus` (0: unknown):
+// `cma_min`, but with more ranks than cpus at least 16 KiB per rank per cpu (32 KiB for 4 ranks on
+// 2 cpus). A single-copy send waits for its receive to be posted, and on a crowded node that takes
+// the receiver's turn on a cpu, which costs more than the data segment's second copy of a small
+// message. The 2-core Xeon VM, sendrecv rings, alternating launches, medians, us, through the data
+// segment / single copy: 3 ranks 16 KiB 5.3 / 9.4, 32 KiB 12.9 / 10.3; 4 ranks 16 KiB 6.8 / 12.0,
+// 32 KiB 11.2 / 12.1, 64 KiB 20.3 / 15.7; 8 ranks 32 KiB 22.2 / 28.7, 64 KiB 48.0 / 34.4.
+size_t crowded_p2p_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
+
 // Where single copy starts, from the probed size (cma_min_bytes), a crowded node's floor
 // (crowded_cma_min_bytes of 0; 0 where not crowded) and whether the kernel's bytes are dear
 // (cma_dear_bytes). Cheap bytes: the probed size, crowded or not (the 2-core Xeon VM, 4 ranks,

@@ -279,10 +279,10 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             // Its receive is likely moments away (rings, exchanges), also when the receiver has
             // not yet taken the previous message (it offers this one's buffer right after), or is
             // not running (more ranks than cores): worth a wait of about what the extra copy would
-            // cost (at 4 GB/s, at most 20 ms), yielding the core meanwhile. Not waiting makes the
-            // sender run a message ahead, and then every later message finds no offer and is
-            // copied twice. A peer that waits in turn for this rank's receive (both sending
-            // first) will not offer: then the wait would only delay both.
+            // cost (at 4 GB/s, at most 20 ms). Not waiting makes the sender run a message ahead,
+            // and then every later message finds no offer and is copied twice. A peer that waits
+            // in turn for this rank's receive (both sending first) will not offer: then the wait
+            // would only delay both.
             // Where the copy would need a new data segment, its pages cost more than the copy
             // (on the 2-core VM a first touch of fresh memory ran at 0.37 GB/s, 45 ms for
             // 16 MiB, and the receiver faults them in again): then wait the longest.

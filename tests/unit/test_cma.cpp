@@ -18,6 +18,7 @@
 
 using ccl::shm::cma_min_bytes;
 using ccl::shm::crowded_cma_min_bytes;
+using ccl::shm::crowded_p2p_cma_min_bytes;
 using ccl::shm::dear_cma_min_bytes;
 
 TEST(Cma, ThresholdFollowsTheFixedCost) {
@@ -48,6 +49,17 @@ TEST(Cma, ThresholdRisesWithRanksPerCpu) {
     EXPECT_EQ(crowded_cma_min_bytes(0, 4, 2), 2u << 20);
     EXPECT_EQ(crowded_cma_min_bytes(0, 2, 2), 0u);
     EXPECT_EQ(crowded_cma_min_bytes(0, 4, 0), 0u);
+}
+
+// Point to point on a crowded node: 16 KiB per rank per cpu at least; as given otherwise.
+TEST(Cma, SendsRiseWithRanksPerCpu) {
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 2, 2), 8u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 0), 8u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 3, 2), 24u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 4, 2), 32u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 2), 64u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(2u << 20, 4, 2), 2u << 20);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
 }
 
 TEST(Cma, ProbeTimesAReadOrFails) {

@@ -123,11 +123,9 @@ private:
                 std::lock_guard lock(m_);
                 if (!job.error) job.error = std::current_exception();
             }
-            // Not to 0 on a helper, which holds the job until it returns.
-            if (job.busy.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-                std::lock_guard lock(m_);
-                done_.notify_all();
-            }
+            // Nobody to wake at 0: a helper holds the job until it returns (serve), so only the
+            // caller's own last part can end it, and the caller is not waiting then.
+            job.busy.fetch_sub(1, std::memory_order_acq_rel);
         }
     }
 

@@ -437,13 +437,8 @@ bool Communicator::probe_single_copy() {
     for (int r = 4; !agreed[3] && r < topo_.local_size() && allgather_cma_min_ < allgather_cma_max_;
          ++r)
         allgather_cma_min_ *= 2;
-    // Where bytes are dear and the node is not crowded, no all-to-all block goes single copy: the
-    // arena's pieces won from a piece up (2 ranks, 2 MiB: 60 us against 90 with the cpus near, 89
-    // against 93 far apart).
-    alltoall_cma_max_ = agreed[4]                 ? size_t(agreed[4])
-                        : cheap                   ? SIZE_MAX
-                        : dear_bytes_ && !crowded ? 0
-                                                  : size_t(4) << 20;
+    alltoall_cma_max_ = agreed[4] ? size_t(agreed[4])
+                                  : shm::alltoall_cma_max_bytes(cheap, dear_bytes_, crowded != 0);
     auto below = [](size_t bound) {
         return bound == 0          ? std::string("none")
                : bound == SIZE_MAX ? std::string("any size")

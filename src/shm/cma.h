@@ -101,17 +101,17 @@ size_t cma_min_bytes(double probe_ns);
 // The same where `local_ranks` share `cpus` (0: unknown): `cma_min`, but with more ranks than
 // cpus at least 4 MiB over the ranks per cpu (2 MiB for 4 ranks on 2 cpus, 1 MiB for 8): the
 // floor that dear_cma_min_bytes applies where the kernel's bytes are dear. (A crowded node has no
-// single-copy allgathers, and all-to-all blocks single copy only below 4 MiB, either way:
-// Communicator.) Where they are dear (the 2-core AMD VM), on a crowded node the work is done one
-// rank at a time, so what counts is the cpu time of a transfer, where the kernel's
-// page pinning makes one copy dearer than two in cache; and a single-copy send waits for its
-// receive to be posted, which a rank that is not running cannot do. The 2-core VM (a 1.2-1.3 us
-// probe: 32-64 KiB), medians of launches in one placement, us, with this / single copy from the
-// probe's size: 4 ranks, allgather 256 KiB 13 / 37, 2 MiB 91 / 252, 16 MiB 1696 / 3246; all-to-all
-// 256 KiB 22-27 / 38-41, 16 MiB 2783 / 4018, 64 MiB 12307 / 16429; a sendrecv ring 256 KiB 21-28 /
-// 37-50, 1 MiB 76 / 143-149; 8 ranks, allgather 16 MiB 2463 / 7468, sendrecv 256 KiB 42 / 98. A
-// ring of 4 MiB at 4 ranks went faster single copy (620- 824 against 1263), of 1 MiB at 8 ranks too
-// (303-358 against 356-435): hence the bound falls with the ranks per cpu.
+// single-copy allgathers, and all-to-all blocks single copy only below 4 or 8 MiB, either way:
+// alltoall_cma_max_bytes.) Where they are dear (the 2-core AMD VM), on a crowded node the work is
+// done one rank at a time, so what counts is the cpu time of a transfer, where the kernel's page
+// pinning makes one copy dearer than two in cache; and a single-copy send waits for its receive to
+// be posted, which a rank that is not running cannot do. The 2-core VM (a 1.2-1.3 us probe: 32-64
+// KiB), medians of launches in one placement, us, with this / single copy from the probe's size: 4
+// ranks, allgather 256 KiB 13 / 37, 2 MiB 91 / 252, 16 MiB 1696 / 3246; all-to-all 256 KiB 22-27 /
+// 38-41, 16 MiB 2783 / 4018, 64 MiB 12307 / 16429; a sendrecv ring 256 KiB 21-28 / 37-50, 1 MiB 76
+// / 143-149; 8 ranks, allgather 16 MiB 2463 / 7468, sendrecv 256 KiB 42 / 98. A ring of 4 MiB at 4
+// ranks went faster single copy (620- 824 against 1263), of 1 MiB at 8 ranks too (303-358 against
+// 356-435): hence the bound falls with the ranks per cpu.
 size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
 
 // Where point-to-point messages go single copy where `local_ranks` share `cpus` (0: unknown):
@@ -133,5 +133,17 @@ size_t crowded_p2p_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
 // single copy / through the arena; 2 MiB 138 / 72); the crowded floor is lower because it was
 // measured there: rings of 2 MiB at 4 ranks and of 1 MiB at 8 still went faster single copy.
 size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear);
+
+// Below what size all-to-all blocks go single copy (SIZE_MAX: any; 0: none) where the kernel's
+// copies are `cheap` (a low probed bound, a cpu per rank, bytes not dear: single copy won at every
+// size on the Xeon host), `dear` by the byte (cma_dear_bytes), on a `crowded` node (more ranks
+// than cpus). Dear with a cpu per rank: none, the arena's pieces won from a piece up (the AMD VM,
+// 2 ranks, 2 MiB: 60 us against 90 with the cpus near, 89 against 93 far apart). Else 4 MiB (the
+// AMD VM, 2 ranks, 16 MiB: 1.1-1.2 ms through the arena against 1.3-1.5), or 8 MiB where only the
+// crowd stands in the way: there each round of pieces waits for every rank's turn on a cpu, where
+// single copy takes one round, and past the caches the arena's streaming copy-outs win (the
+// 2-core Xeon VM, 4 ranks, medians, us, single copy / through the arena: 16 MiB, 4 MiB blocks,
+// 3224 / 4262, Open MPI 3557; 32 MiB 11710 / 10212; 64 MiB 25650 / 22528).
+size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded);
 
 }  // namespace ccl::shm

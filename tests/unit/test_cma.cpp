@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "shm/cma.h"
 
+using ccl::shm::alltoall_cma_max_bytes;
 using ccl::shm::cma_min_bytes;
 using ccl::shm::crowded_cma_min_bytes;
 using ccl::shm::crowded_p2p_cma_min_bytes;
@@ -60,6 +61,15 @@ TEST(Cma, SendsRiseWithRanksPerCpu) {
     EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 2), 64u << 10);
     EXPECT_EQ(crowded_p2p_cma_min_bytes(2u << 20, 4, 2), 2u << 20);
     EXPECT_EQ(crowded_p2p_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
+}
+
+TEST(Cma, AlltoallBoundFollowsTheNode) {
+    // cheap, dear, crowded
+    EXPECT_EQ(alltoall_cma_max_bytes(true, false, false), SIZE_MAX);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, true, false), 0u);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, true, true), 4u << 20);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, false, true), 8u << 20);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, false, false), 4u << 20);  // a dear probe alone
 }
 
 TEST(Cma, ProbeTimesAReadOrFails) {

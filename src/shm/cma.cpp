@@ -356,10 +356,11 @@ size_t crowded_p2p_cma_min_bytes(size_t cma_min, int local_ranks, int cpus) {
     if (cpus <= 0 || local_ranks <= cpus) return cma_min;
     return std::max(cma_min, (size_t(16) << 10) * size_t(local_ranks) / size_t(cpus));
 }
+
 size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded) {
     if (cheap) return SIZE_MAX;
     if (dear && !crowded) return 0;
-    return (size_t(crowded && !dear ? 8 : 4)) << 20;
+    return size_t(crowded && !dear ? 8 : 4) << 20;
 }
 
 size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear) {

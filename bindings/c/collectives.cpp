@@ -207,7 +207,8 @@ const CallOptions kPlainCall{};
 
 // Runs, queues or records (in a group) a checked call, as its attributes and `req` ask. The
 // common case (host buffers, no stream, no group, no match_id) takes a few branches here: the
-// cost of a small blocking call is mostly its instructions (docs/performance.md, session 12).
+// cost of a small blocking call is mostly its instructions (docs/performance-history.md,
+// session 12).
 void submit(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     if ((attr && attr->to_cache) || has_stream(attr) || ze::active() || group_active())

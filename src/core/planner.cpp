@@ -155,7 +155,8 @@ Step plan_reduce(Communicator& comm, const CollSignature& sig) {
 // the root then gathers. On the 16-core host direct won or tied up to 8 ranks at 64 KiB, but from
 // 10 ranks only while n x bytes stayed within about 80 KiB (us, direct / split: 10 ranks 8 KiB
 // 3.8-4.3 / 4.5-5.1; 16 ranks 4 KiB 4.4-5.6 / 4.3-5.0, 32 KiB 24-30 / 13-18;
-// docs/performance.md). On the 2-core machine direct won at 2 and 4 ranks up to 64 KiB by far.
+// docs/performance-history.md, session 29). On the 2-core machine direct won at 2 and 4 ranks up
+// to 64 KiB by far.
 // At 2 ranks the root reads the one other input whichever way, and direct does it in one round
 // per piece, where split takes two and single copy a system call: direct at every size (2-core
 // VM, us, direct / split: 256 KiB 7.1 / 9.6 and 2 MiB 59 / 82 with the cpus near, 10.6 / 28.9 and

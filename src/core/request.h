@@ -35,7 +35,7 @@ protected:
 };
 
 // Not enable_shared_from_this: its weak count would make every request's creation and release cost
-// locked instructions (a small receive pays for each: docs/performance.md, session 36).
+// locked instructions (a small receive pays for each: docs/performance-history.md, session 36).
 class Request {
 public:
     // The execution that completes this request, which wait() may drive itself.

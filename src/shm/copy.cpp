@@ -22,7 +22,7 @@ size_t cache_piece_bytes() {
 // with non-temporal ones), 2 ranks, 2 MiB, whose own block is 1 MiB, alternating launches, medians,
 // us: all-to-all 200 -> 181 (another eight pairs: 220 -> 207, faster in 6, even in 2), allgather
 // 174 -> 150; on the 16-core host 256 -> 182 and 221 -> 162. On the AMD VM a scratch test of the
-// same copies found 1-4 MiB alike either way (docs/performance.md, session 35).
+// same copies found 1-4 MiB alike either way (docs/performance-history.md, session 35).
 bool stream_own_block(size_t block, size_t output) {
     return output >= kStreamMinBytes || block >= cache_piece_bytes();
 }

@@ -419,10 +419,9 @@ bool Communicator::probe_single_copy() {
               : shm::crowded_p2p_cma_min_bytes(cma_min_, topo_.local_size(), topo_.node_cpus());
     // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
     // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
-    // against 330-387) and for all-to-all blocks from 4 MiB (2 ranks, 16 MiB: 1.1 ms against 1.3).
-    // Where they are cheap (the Xeon host: 16 KiB), single copy won all-to-alls at every size and
-    // allgathers below 32 MiB (64 MiB: 8.3-8.9 ms through the arena, whose copy-outs stream past
-    // the caches, against 13.1-13.7).
+    // against 330-387). Where they are cheap (the Xeon host: 16 KiB), single copy won allgathers
+    // below 32 MiB (64 MiB: 8.3-8.9 ms through the arena, whose copy-outs stream past the caches,
+    // against 13.1-13.7). All-to-alls: shm::alltoall_cma_max_bytes.
     const bool cheap = cma_min_ <= kCheapCmaBlock && (given || (crowded == 0 && !dear_bytes_));
     allgather_cma_max_ = agreed[3] ? size_t(agreed[3]) : cheap ? size_t(32) << 20 : 0;
     // An allgather's block is read by every other rank: single copy saves its one copy into the

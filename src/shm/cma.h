@@ -110,7 +110,7 @@ size_t cma_min_bytes(double probe_ns);
 // ranks, allgather 256 KiB 13 / 37, 2 MiB 91 / 252, 16 MiB 1696 / 3246; all-to-all 256 KiB 22-27 /
 // 38-41, 16 MiB 2783 / 4018, 64 MiB 12307 / 16429; a sendrecv ring 256 KiB 21-28 / 37-50, 1 MiB 76
 // / 143-149; 8 ranks, allgather 16 MiB 2463 / 7468, sendrecv 256 KiB 42 / 98. A ring of 4 MiB at 4
-// ranks went faster single copy (620- 824 against 1263), of 1 MiB at 8 ranks too (303-358 against
+// ranks went faster single copy (620-824 against 1263), of 1 MiB at 8 ranks too (303-358 against
 // 356-435): hence the bound falls with the ranks per cpu.
 size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
 
@@ -135,15 +135,16 @@ size_t crowded_p2p_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);
 size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear);
 
 // Below what size all-to-all blocks go single copy (SIZE_MAX: any; 0: none) where the kernel's
-// copies are `cheap` (a low probed bound, a cpu per rank, bytes not dear: single copy won at every
-// size on the Xeon host), `dear` by the byte (cma_dear_bytes), on a `crowded` node (more ranks
-// than cpus). Dear with a cpu per rank: none, the arena's pieces won from a piece up (the AMD VM,
-// 2 ranks, 2 MiB: 60 us against 90 with the cpus near, 89 against 93 far apart). Else 4 MiB (the
-// AMD VM, 2 ranks, 16 MiB: 1.1-1.2 ms through the arena against 1.3-1.5), or 8 MiB where only the
-// crowd stands in the way: there each round of pieces waits for every rank's turn on a cpu, where
-// single copy takes one round, and past the caches the arena's streaming copy-outs win (the
-// 2-core Xeon VM, 4 ranks, medians, us, single copy / through the arena: 16 MiB, 4 MiB blocks,
-// 3224 / 4262, Open MPI 3557; 32 MiB 11710 / 10212; 64 MiB 25650 / 22528).
+// copies are `cheap` (a low bound, given, or probed with a cpu per rank and bytes not dear: single
+// copy won at every size on the Xeon host), `dear` by the byte (cma_dear_bytes), on a `crowded`
+// node (more ranks than cpus). Dear with a cpu per rank: none, the arena's pieces won from a
+// piece up (the AMD VM, 2 ranks, 2 MiB: 60 us against 90 with the cpus near, 89 against 93 far
+// apart). Else 4 MiB (the AMD VM, 2 ranks, 16 MiB: 1.1-1.2 ms through the arena against 1.3-1.5),
+// or 8 MiB where only the crowd stands in the way: there each round of pieces waits for every
+// rank's turn on a cpu, where single copy takes one round, and past the caches the arena's
+// streaming copy-outs win (the 2-core Xeon VM, 4 ranks, medians, us, single copy / through the
+// arena: 16 MiB, 4 MiB blocks, 3224 / 4262, Open MPI 3557; 32 MiB 11710 / 10212; 64 MiB 25650 /
+// 22528).
 size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded);
 
 }  // namespace ccl::shm

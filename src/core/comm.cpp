@@ -163,9 +163,12 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         setup_single_node(boot);
     else
         setup_multinode(boot);
-    single_copy_ = probe_single_copy();
-    if (bind && single_copy_) {  // a launch's communicator; a split's ranks are its parent's
-        const int threads = cma_threads_wanted(config_, topo_);
+    check_settings_agree();
+    // A launch's communicator sets the process's threads per transfer; a split's ranks are its
+    // parent's.
+    const int threads = bind ? cma_threads_wanted(config_, topo_) : shm::cma_threads();
+    single_copy_ = probe_single_copy(threads);
+    if (bind && single_copy_) {
         shm::cma_parallel(threads, config_.cma_slice,
                           std::chrono::microseconds(config_.poll_time_us));
         if (threads > 1 && rank == 0)
@@ -237,7 +240,7 @@ std::string create_segments(std::optional<shm::Arena>& arena, std::optional<shm:
     // foreign, replaced) is refused when the others open it.
     shm::JobId job = kvs::random_secret();
     arena.emplace(shm::Segment::create(name, shm::Arena::bytes_needed(nranks, buffer_size), job),
-                  nranks, 0, buffer_size, timeout_s, true, policy);
+                  nranks, 0, buffer_size, timeout_s, true, policy, describe_round);
     mailbox.emplace(shm::Segment::create(name + "-m", shm::Mailbox::bytes_needed(nranks), job),
                     name + "-d", *arena);
     return name + " " + std::to_string(buffer_size) + " " + kvs::secret_hex(job);
@@ -248,7 +251,7 @@ void open_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>
                    shm::WaitPolicy policy) {
     arena.emplace(
         shm::Segment::open(r.name, shm::Arena::bytes_needed(nranks, r.buffer_size), r.job), nranks,
-        rank, r.buffer_size, timeout_s, false, policy);
+        rank, r.buffer_size, timeout_s, false, policy, describe_round);
     mailbox.emplace(shm::Segment::open(r.name + "-m", shm::Mailbox::bytes_needed(nranks), r.job),
                     r.name + "-d", *arena);
 }
@@ -348,10 +351,59 @@ shm::WaitPolicy Communicator::wait_policy() const {
                             std::chrono::microseconds(config_.poll_time_us));
 }
 
-// The per-byte probe's rounds (shm::cma_copy_costs) are signed with this.
-constexpr uint32_t kProbeRounds = 0x70726f62;
+namespace {
 
-bool Communicator::probe_single_copy() {
+// The settings that choose algorithms: ranks given different ones would choose differently for
+// one call and fail it as a mismatch that names no variable, so a communicator compares them
+// once. Each as one word: a size (kUnset where the user gave none and its default follows the
+// node), or a name of up to 8 letters.
+constexpr uint64_t kUnset = UINT64_MAX;
+struct Setting {
+    const char* name;
+    uint64_t value;
+    bool is_name;
+};
+std::vector<Setting> choosing_settings(const Config& c) {
+    uint64_t algo = 0;
+    std::memcpy(&algo, c.allreduce_algo.data(), std::min<size_t>(8, c.allreduce_algo.size()));
+    return {
+        {"CCL_ALLREDUCE", algo, true},
+        {"CCL_ALLREDUCE_DIRECT_MAX", c.allreduce_direct_max_set ? c.allreduce_direct_max : kUnset,
+         false},
+        {"CCL_ALLREDUCE_CMA_MIN", c.allreduce_cma_min, false},
+        {"CCL_ALLREDUCE_CMA_MAX", c.allreduce_cma_max_set ? c.allreduce_cma_max : kUnset, false},
+        {"CCL_FABRIC_PIPELINE_CHUNK", c.fabric_pipeline_chunk, false},
+        {"CCL_ZE_PIPELINE_CHUNK", c.ze_pipeline_chunk, false}};
+}
+std::string shown(const Setting& s, uint64_t value) {
+    if (s.is_name) {
+        char text[9] = {};
+        std::memcpy(text, &value, 8);
+        return std::string("'") + text + "'";
+    }
+    return value == kUnset ? std::string("unset") : std::to_string(value);
+}
+
+}  // namespace
+
+void Communicator::check_settings_agree() {
+    if (size_ == 1) return;
+    const std::vector<Setting> mine = choosing_settings(config_);
+    const size_t k = mine.size();
+    std::vector<uint64_t> values(k), all(k * size_t(size_));
+    for (size_t i = 0; i < k; ++i) values[i] = mine[i].value;
+    run({CollType::allgather, k, CCL_UINT64, CCL_SUM, 0}, {values.data(), all.data(), {}});
+    for (size_t i = 0; i < k; ++i)
+        for (int r = 1; r < size_; ++r)
+            if (const uint64_t v = all[size_t(r) * k + i]; v != all[i])
+                throw Error(CCL_ERROR_INVALID_USAGE,
+                            std::string(mine[i].name) + " differs between ranks: " +
+                                shown(mine[i], all[i]) + " on rank 0, " + shown(mine[i], v) +
+                                " on rank " + std::to_string(r) +
+                                "; every rank must be given the same (it chooses algorithms)");
+}
+
+bool Communicator::probe_single_copy(int cma_threads) {
     if (size_ == 1) return false;
     // Every rank reads a word of the next rank's memory; all must succeed (and want it).
     const int64_t word = 0x63636c;
@@ -371,7 +423,7 @@ bool Communicator::probe_single_copy() {
     // node's ranks: 256 KiB, a size that stays in the caches, where most transfers are.
     double kernel_ns = -1, user_ns = -1;
     if (arena_->nranks() > 1)
-        shm::cma_copy_costs(*arena_, kProbeRounds,
+        shm::cma_copy_costs(*arena_, CollSignature{}.round(Algo::copy_costs),
                             std::min(arena_->buffer_size(), size_t(256) << 10), 3,
                             config_.single_copy, &kernel_ns, &user_ns)
             .run_blocking();
@@ -381,20 +433,23 @@ bool Communicator::probe_single_copy() {
     // only adds to one; as its complement), the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
     // CCL_ALLTOALL_CMA_MAX given, the largest floor of a node with more ranks than cpus
     // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown), and the dearest and
-    // cheapest byte (the kernel's copy over memcpy, x100; the cheapest as its complement). Every
-    // rank must choose alike: an all-to-all's ranks each decide for all.
+    // cheapest byte (the kernel's copy over memcpy, x100; the cheapest as its complement), and
+    // whether any rank copies large transfers on one thread. Every rank must choose alike: an
+    // all-to-all's ranks each decide for all, and the planner's choices follow from these.
     const uint64_t crowd_floor =
         shm::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus());
-    uint64_t vote[8] = {ns < 0,
+    uint64_t vote[9] = {ns < 0,
                         ~(ns < 0 ? UINT64_MAX : uint64_t(ns)),
                         config_.cma_min,
                         config_.allgather_cma_max,
                         config_.alltoall_cma_max,
                         crowd_floor,
                         per_byte,
-                        ~per_byte},
-             agreed[8];
-    run({CollType::allreduce, 8, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
+                        ~per_byte,
+                        uint64_t(cma_threads < 2)},
+             agreed[9];
+    run({CollType::allreduce, 9, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
+    threaded_cma_ = agreed[8] == 0;
     const bool every = agreed[0] == 0;
     const uint64_t fastest = ~agreed[1], given = agreed[2], crowded = agreed[5];
     // Where the kernel's copies are dear by the byte, the arena's two copies beat one through the

@@ -107,6 +107,8 @@ public:
     size_t allgather_cma_min() const { return single_copy_ ? allgather_cma_min_ : SIZE_MAX; }
     // All-to-all blocks below this go single copy (from cma_min()); SIZE_MAX: no bound.
     size_t alltoall_cma_max() const { return alltoall_cma_max_; }
+    // Whether every rank cuts large single-copy transfers across threads (shm::cma_parallel).
+    bool threaded_cma() const { return threaded_cma_; }
 
     // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
@@ -172,7 +174,11 @@ private:
     // Marks the communicator broken if the arena failed; `p2p`: the failed call was a send or
     // receive (a mismatched receive leaves the communicator usable).
     void note_failure(const Error& e, bool p2p = true);
-    bool probe_single_copy();             // collective, at creation
+    // Collective, at creation: fails (CCL_ERROR_INVALID_USAGE, naming the variable) where ranks
+    // were given different settings that choose algorithms.
+    void check_settings_agree();
+    // Collective, at creation: `cma_threads`, the threads this rank will cut large transfers in.
+    bool probe_single_copy(int cma_threads);
     shm::WaitPolicy wait_policy() const;  // how this node's ranks wait (shm/wait.h)
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
     void setup_single_node(Bootstrap& boot);
@@ -191,7 +197,8 @@ private:
     size_t cma_min_ = SIZE_MAX, p2p_cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
     size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
     static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
-    bool dear_bytes_ = false;  // the probe found the kernel's bytes dear (every rank agrees)
+    bool dear_bytes_ = false;    // the probe found the kernel's bytes dear (every rank agrees)
+    bool threaded_cma_ = false;  // every rank cuts large transfers across threads
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.
     std::array<std::shared_ptr<const Schedule>, 8> recent_;

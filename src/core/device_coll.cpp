@@ -97,7 +97,9 @@ Task copy_step(std::shared_ptr<Staging> st, bool in) {
 // buffers are device memory), and how to open the buffer the others read.
 struct IpcSlot {
     uint32_t ok = 0;
-    uint32_t digest = 0;  // of the call: ranks that disagree fail instead of reading past buffers
+    // The call (CollSignature::round), and how many bytes of its buffer peers may read (an
+    // allgatherv's own block): ranks that disagree fail instead of reading past buffers.
+    uint64_t what = 0, count = 0, bytes = 0;
     IpcRecord rec;
 };
 
@@ -123,14 +125,25 @@ bool ipc_collective(const CollSignature& sig) {
 // This rank's copies: from the peers' buffers (opened through their handles) into its recv.
 std::vector<CopyOp> ipc_copies(const IpcCall& c) {
     const size_t es = dtype_size(c.sig.dtype), n = size_t(c.size), r = size_t(c.rank);
-    auto peer = [&](size_t q) { return static_cast<char*>(ipc_open(c.all[q].rec, c.device)); };
+    // Bytes [at, at + len) of peer q's buffer, within what it declared.
+    auto peer = [&](size_t q, size_t at, size_t len) {
+        if (at > c.all[q].bytes || len > c.all[q].bytes - at)
+            throw Error(CCL_ERROR_INVALID_USAGE,
+                        "ranks disagree on a call: rank " + std::to_string(c.rank) +
+                            " would read " + std::to_string(len) + " bytes at " +
+                            std::to_string(at) + " of rank " + std::to_string(q) +
+                            "'s buffer, which it declared " + std::to_string(c.all[q].bytes) +
+                            " bytes long");
+        return static_cast<char*>(ipc_open(c.all[q].rec, c.device)) + at;
+    };
     char* recv = static_cast<char*>(c.user.recv);
     const char* send = static_cast<const char*>(c.user.send);
     std::vector<CopyOp> ops;
     switch (c.sig.coll) {
         case CollType::broadcast:
             if (c.rank != c.sig.root)
-                ops.push_back({recv, peer(size_t(c.sig.root)), c.sig.count * es});
+                ops.push_back(
+                    {recv, peer(size_t(c.sig.root), 0, c.sig.count * es), c.sig.count * es});
             break;
         case CollType::allgather:
         case CollType::allgatherv: {
@@ -138,7 +151,14 @@ std::vector<CopyOp> ipc_copies(const IpcCall& c) {
             for (size_t q = 0; q < n; ++q) {
                 size_t bytes =
                     (c.sig.coll == CollType::allgather ? c.sig.count : c.user.counts[q]) * es;
-                if (bytes && q != r) ops.push_back({recv + off, peer(q), bytes});
+                if (q != r && bytes != c.all[q].bytes)
+                    throw Error(CCL_ERROR_INVALID_USAGE,
+                                "allgatherv counts disagree: rank " + std::to_string(q) +
+                                    " contributes " + std::to_string(c.all[q].bytes / es) +
+                                    " elements, where rank " + std::to_string(c.rank) +
+                                    "'s recvcounts[" + std::to_string(q) + "] is " +
+                                    std::to_string(bytes / es));
+                if (bytes && q != r) ops.push_back({recv + off, peer(q, 0, bytes), bytes});
                 if (bytes && q == r && send != recv + off) ops.push_back({recv + off, send, bytes});
                 off += bytes;
             }
@@ -147,8 +167,8 @@ std::vector<CopyOp> ipc_copies(const IpcCall& c) {
         case CollType::alltoall: {
             const size_t bytes = c.sig.count * es;
             for (size_t q = 0; q < n; ++q)
-                ops.push_back(
-                    {recv + q * bytes, q == r ? send + r * bytes : peer(q) + r * bytes, bytes});
+                ops.push_back({recv + q * bytes,
+                               q == r ? send + r * bytes : peer(q, r * bytes, bytes), bytes});
             break;
         }
         default: break;
@@ -162,7 +182,7 @@ Task ipc_step(std::shared_ptr<IpcCall> c) {
     bool all_ok = true;
     for (const IpcSlot& s : c->all) {
         all_ok = all_ok && s.ok;
-        if (s.digest != c->mine.digest)
+        if (s.what != c->mine.what || s.count != c->mine.count)
             throw Error(CCL_ERROR_INVALID_USAGE, "ranks disagree on a call: this rank called " +
                                                      c->sig.describe() +
                                                      ", another rank something else");
@@ -207,7 +227,10 @@ std::shared_ptr<const Schedule> ipc_schedule(Communicator& comm, const CollSigna
     }
     if (ok && src.bytes) c->mine.rec = ipc_record(src.p, src.info);
     c->mine.ok = ok;
-    c->mine.digest = sig.digest(0x7a65);
+    const shm::Signature round = sig.round(Algo::device_ipc);
+    c->mine.what = round.what();
+    c->mine.count = round.count();
+    c->mine.bytes = src.bytes;
     c->exchange =
         comm.schedule_for({CollType::allgather, sizeof(IpcSlot), CCL_UINT8, CCL_SUM, 0}, {})->steps;
     c->barrier = comm.schedule_for(CollSignature{}, {})->steps;

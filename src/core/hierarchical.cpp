@@ -62,7 +62,7 @@ Task copy(const void* send, void* recv, size_t bytes) {
 
 // A reduction to local rank `root` of the node (the shm algorithms' choice by size); on a node
 // of one rank, the copy to recv.
-Task local_reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
+Task local_reduce(Communicator& c, shm::Signature d, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     if (c.topology().local_size() == 1) return copy(send, recv, count * dtype_size(dtype));
     if (count * dtype_size(dtype) <= reduce_direct_max(c.config(), c.topology().local_size()))
@@ -71,7 +71,7 @@ Task local_reduce(Communicator& c, uint32_t d, const void* send, void* recv, siz
 }
 
 // A broadcast from local rank `root` of the node; nothing on a node of one rank.
-Task local_broadcast(Communicator& c, uint32_t d, void* buf, size_t bytes, int root) {
+Task local_broadcast(Communicator& c, shm::Signature d, void* buf, size_t bytes, int root) {
     if (c.topology().local_size() == 1) return nothing();
     return shm::broadcast(c.arena(), d, buf, bytes, root);
 }
@@ -153,7 +153,7 @@ size_t block_count(const Piece& p, int L, int k) {
 
 // The node's sum of this rank's block, into its place in recv (a reduce-scatter over shared
 // memory; the left-over elements reduced to the last rank apart).
-Task node_reduce_scatter(Communicator& c, uint32_t d, Piece p, ccl_datatype_t dtype,
+Task node_reduce_scatter(Communicator& c, shm::Signature d, Piece p, ccl_datatype_t dtype,
                          ccl_reduction_t op) {
     const int L = c.topology().local_size(), i = c.topology().local_rank();
     const size_t esize = dtype_size(dtype), q = p.count / size_t(L), rest = p.count % size_t(L);
@@ -174,12 +174,12 @@ Task block_across(Communicator& c, Piece p, ccl_datatype_t dtype, ccl_reduction_
 }
 
 // Every rank of the node gathers the node's blocks (reduced over every node) into recv.
-Task node_allgather(Communicator& c, uint32_t d, Piece p, ccl_datatype_t dtype) {
+Task node_allgather(Communicator& c, shm::Signature d, Piece p, ccl_datatype_t dtype) {
     const int L = c.topology().local_size(), i = c.topology().local_rank();
     std::vector<size_t> counts;
     for (int k = 0; k < L; ++k) counts.push_back(block_count(p, L, k));
     CCL_NESTED(shm::allgatherv(c.arena(), d, at(p.recv, block_first(p, L, i) * dtype_size(dtype)),
-                               p.recv, counts, dtype));
+                               p.recv, counts, dtype, false));
 }
 
 // The node's leader allreduces the piece with the other nodes' leaders.
@@ -194,12 +194,12 @@ Task leader_across(Communicator& c, Piece p, ccl_datatype_t dtype, ccl_reduction
 // leaders, a broadcast from it.
 struct AllreduceLevels final : Levels {
     Communicator& c;
-    uint32_t d;
+    shm::Signature d;
     ccl_datatype_t dtype;
     ccl_reduction_t op;
     bool by_blocks;
 
-    AllreduceLevels(Communicator& c, uint32_t d, ccl_datatype_t dtype, ccl_reduction_t op,
+    AllreduceLevels(Communicator& c, shm::Signature d, ccl_datatype_t dtype, ccl_reduction_t op,
                     bool by_blocks)
         : c(c), d(d), dtype(dtype), op(op), by_blocks(by_blocks) {}
     Task in(const Piece& p) const override {
@@ -232,12 +232,13 @@ Task broadcast_across(Communicator& c, Piece p, int root) {
 // A piece's `recv` is the node's sum (the root's output, or scratch on other representatives).
 struct ReduceLevels final : Levels {
     Communicator& c;
-    uint32_t d;
+    shm::Signature d;
     ccl_datatype_t dtype;
     ccl_reduction_t op;
     int root;
 
-    ReduceLevels(Communicator& c, uint32_t d, ccl_datatype_t dtype, ccl_reduction_t op, int root)
+    ReduceLevels(Communicator& c, shm::Signature d, ccl_datatype_t dtype, ccl_reduction_t op,
+                 int root)
         : c(c), d(d), dtype(dtype), op(op), root(root) {}
     bool rep() const { return c.topology().local_rank() == local_root(c.topology(), root); }
     Task in(const Piece& p) const override {
@@ -252,10 +253,10 @@ struct ReduceLevels final : Levels {
 // Pieces of bytes.
 struct BroadcastLevels final : Levels {
     Communicator& c;
-    uint32_t d;
+    shm::Signature d;
     int root;
 
-    BroadcastLevels(Communicator& c, uint32_t d, int root) : c(c), d(d), root(root) {}
+    BroadcastLevels(Communicator& c, shm::Signature d, int root) : c(c), d(d), root(root) {}
     int lr() const { return local_root(c.topology(), root); }
     Task across(const Piece& p) const override {
         return c.topology().local_rank() == lr() ? broadcast_across(c, p, root) : nothing();
@@ -265,7 +266,7 @@ struct BroadcastLevels final : Levels {
 
 }  // namespace
 
-Task allreduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
+Task allreduce(Communicator& c, shm::Signature d, const void* send, void* recv, size_t count,
                ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
@@ -276,7 +277,7 @@ Task allreduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t
     if (op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 
-Task reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
+Task reduce(Communicator& c, shm::Signature d, const void* send, void* recv, size_t count,
             ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
@@ -289,12 +290,12 @@ Task reduce(Communicator& c, uint32_t d, const void* send, void* recv, size_t co
     if (c.rank() == root && op == CCL_AVG) divide(recv, count, dtype, c.size());
 }
 
-Task broadcast(Communicator& c, uint32_t d, void* buf, size_t bytes, int root) {
+Task broadcast(Communicator& c, shm::Signature d, void* buf, size_t bytes, int root) {
     const BroadcastLevels lv(c, d, root);
     CCL_NESTED(pipelined(lv, pieces_of(c, buf, buf, bytes, 1, 1)));
 }
 
-Task barrier(Communicator& c, uint32_t d) {
+Task barrier(Communicator& c, shm::Signature d) {
     const Topology& t = c.topology();
     // Everyone on the node has arrived, the leaders meet, then they let their nodes go.
     if (t.local_size() > 1) CCL_NESTED(shm::barrier(c.arena(), d));
@@ -310,7 +311,7 @@ namespace {
 // Large messages with L ranks on every node: rank i first gathers, over the fabric, the blocks of
 // every node's rank i (L ring allgathers at once, each rank on its own connections), then the
 // node's ranks gather those groups over shared memory, and each puts the blocks in rank order.
-Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv,
+Task allgatherv_by_blocks(Communicator& c, shm::Signature d, const void* send, void* recv,
                           const std::vector<size_t>& counts, const std::vector<size_t>& goff,
                           ccl_datatype_t dtype) {
     const Topology& t = c.topology();
@@ -335,7 +336,7 @@ Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* r
                     counts[size_t(c.rank())] * esize);
     const transport::Group g = counterparts(t);
     CCL_NESTED(transport::allgatherv(c.fabric(), g, mine.data(), offs[size_t(i)]));
-    CCL_NESTED(shm::allgatherv(c.arena(), d, mine.data(), all.data(), group_counts, dtype));
+    CCL_NESTED(shm::allgatherv(c.arena(), d, mine.data(), all.data(), group_counts, dtype, true));
     for (int j = 0; j < L; ++j)
         for (int k = 0; k < n; ++k) {
             const int r = t.ranks_of(k)[size_t(j)];
@@ -348,7 +349,7 @@ Task allgatherv_by_blocks(Communicator& c, uint32_t d, const void* send, void* r
 
 }  // namespace
 
-Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
+Task allgatherv(Communicator& c, shm::Signature d, const void* send, void* recv,
                 std::vector<size_t> counts, ccl_datatype_t dtype) {
     const Topology& t = c.topology();
     const size_t esize = dtype_size(dtype);
@@ -375,7 +376,7 @@ Task allgatherv(Communicator& c, uint32_t d, const void* send, void* recv,
     if (t.local_size() > 1) {
         std::vector<size_t> local;
         for (int r : t.ranks_of(t.node())) local.push_back(counts[size_t(r)]);
-        CCL_NESTED(shm::allgatherv(c.arena(), d, send, mine, local, dtype));
+        CCL_NESTED(shm::allgatherv(c.arena(), d, send, mine, local, dtype, true));
     } else {
         if (counts[size_t(c.rank())]) std::memcpy(mine, send, counts[size_t(c.rank())] * esize);
     }
@@ -400,7 +401,7 @@ namespace {
 // rank-i block; the ranks of local index i then swap those over the fabric (L exchanges at once,
 // every rank on its own connections) and each adds up its own. Nobody gathers everything and no
 // broadcast follows.
-Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, void* recv,
+Task reduce_scatter_by_blocks(Communicator& c, shm::Signature d, const void* send, void* recv,
                               size_t count, ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
     const int L = t.local_size(), n = t.nnodes();
@@ -424,7 +425,7 @@ Task reduce_scatter_by_blocks(Communicator& c, uint32_t d, const void* send, voi
 
 }  // namespace
 
-Task reduce_scatter(Communicator& c, uint32_t d, const void* send, void* recv, size_t count,
+Task reduce_scatter(Communicator& c, shm::Signature d, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const Topology& t = c.topology();
     const ccl_reduction_t rop = op == CCL_AVG ? CCL_SUM : op;
@@ -468,7 +469,7 @@ namespace {
 // The blocks between a node's ranks, over shared memory. Where the node's ranks are consecutive
 // (the usual placement) so are their blocks, and the shm algorithm works on them where they are;
 // otherwise they are packed in local order first and unpacked after.
-Task local_alltoallv(Communicator& c, uint32_t d, const void* send, const size_t* soff,
+Task local_alltoallv(Communicator& c, shm::Signature d, const void* send, const size_t* soff,
                      const std::vector<size_t>& sendcounts, void* recv, const size_t* roff,
                      const std::vector<size_t>& recvcounts, ccl_datatype_t dtype) {
     const Topology& t = c.topology();
@@ -501,7 +502,7 @@ Task local_alltoallv(Communicator& c, uint32_t d, const void* send, const size_t
 
 }  // namespace
 
-Task alltoallv(Communicator& c, uint32_t d, const void* send, std::vector<size_t> sendcounts,
+Task alltoallv(Communicator& c, shm::Signature d, const void* send, std::vector<size_t> sendcounts,
                void* recv, std::vector<size_t> recvcounts, ccl_datatype_t dtype) {
     const Topology& t = c.topology();
     const size_t esize = dtype_size(dtype), n = size_t(c.size()), me = size_t(c.rank());

@@ -13,26 +13,6 @@ namespace ccl {
 
 namespace {
 
-// Algorithm ids salt the round signature: ranks that chose differently (different CCL_* settings)
-// fail with a mismatch instead of mixing algorithms.
-enum Algo : uint64_t {
-    kDirect = 1,
-    kRsag,
-    kBroadcast,
-    kBarrier,
-    kFused,
-    kReduceDirect,
-    kReduceSplit,
-    kAllgather,
-    kReduceScatter,
-    kAlltoall,
-    kAllgatherCma,
-    kAllreduceCma,
-    kAlltoallLane,
-    kReduceCma,
-    kBroadcastCma
-};
-
 Step local_copy(size_t bytes) {
     return {"local_copy", [bytes](const Buffers& b) -> Task {
                 if (b.send != b.recv) std::memcpy(b.recv, b.send, bytes);
@@ -63,7 +43,7 @@ bool single_copy_fits(Communicator& comm, size_t bytes) {
     const size_t n = size_t(arena.nranks());
     const std::string& choice = cfg.allreduce_algo;
     const size_t most =
-        cfg.allreduce_cma_max_set || shm::cma_threads() < 2 ? cfg.allreduce_cma_max : SIZE_MAX;
+        cfg.allreduce_cma_max_set || !comm.threaded_cma() ? cfg.allreduce_cma_max : SIZE_MAX;
     return comm.single_copy() && arena.buffer_size() / n >= 64 &&
            (choice == "cma" || (choice == "auto" && comm.auto_single_copy_reductions() &&
                                 bytes / n >= cfg.allreduce_cma_min && bytes < most));
@@ -94,14 +74,15 @@ Step plan_allreduce(Communicator& comm, const CollSignature& sig) {
     bool direct = choice == "direct" ||
                   (choice == "auto" && bytes <= allreduce_direct_max(cfg, arena.nranks()));
     if (direct) {
-        const uint32_t digest = sig.digest(kDirect);
-        Step step{"shm/allreduce_direct", [&arena, sig, digest](const Buffers& b) {
-                      return shm::allreduce_direct(arena, digest, b.send, b.recv, sig.count,
+        const shm::Signature round_sig = sig.round(Algo::direct);
+        Step step{"shm/allreduce_direct", [&arena, sig, round_sig](const Buffers& b) {
+                      return shm::allreduce_direct(arena, round_sig, b.send, b.recv, sig.count,
                                                    sig.dtype, sig.op);
                   }};
         if (bytes <= shm::Arena::kEagerBytes)
-            step.run = [&arena, sig, digest](const Buffers& b) {
-                shm::allreduce_eager(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op);
+            step.run = [&arena, sig, round_sig](const Buffers& b) {
+                shm::allreduce_eager(arena, round_sig, b.send, b.recv, sig.count, sig.dtype,
+                                     sig.op);
             };
         return step;
     }
@@ -110,12 +91,13 @@ Step plan_allreduce(Communicator& comm, const CollSignature& sig) {
     // as fast (docs/performance.md).
     if (single_copy_fits(comm, bytes))
         return {"shm/allreduce_cma",
-                [&arena, sig, digest = sig.digest(kAllreduceCma)](const Buffers& b) {
-                    return shm::allreduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
-                                              sig.op);
+                [&arena, sig, round_sig = sig.round(Algo::allreduce_cma)](const Buffers& b) {
+                    return shm::allreduce_cma(arena, round_sig, b.send, b.recv, sig.count,
+                                              sig.dtype, sig.op);
                 }};
-    return {"shm/allreduce_rsag", [&arena, sig, digest = sig.digest(kRsag)](const Buffers& b) {
-                return shm::allreduce_rsag(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+    return {"shm/allreduce_rsag",
+            [&arena, sig, round_sig = sig.round(Algo::rsag)](const Buffers& b) {
+                return shm::allreduce_rsag(arena, round_sig, b.send, b.recv, sig.count, sig.dtype,
                                            sig.op);
             }};
 }
@@ -125,26 +107,28 @@ Step plan_reduce(Communicator& comm, const CollSignature& sig) {
     shm::Arena& arena = comm.arena();
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     if (bytes <= reduce_direct_max(cfg, arena.nranks())) {
-        const uint32_t digest = sig.digest(kReduceDirect);
-        Step step{"shm/reduce_direct", [&arena, sig, digest](const Buffers& b) {
-                      return shm::reduce_direct(arena, digest, b.send, b.recv, sig.count, sig.dtype,
-                                                sig.op, sig.root);
+        const shm::Signature round_sig = sig.round(Algo::reduce_direct);
+        Step step{"shm/reduce_direct", [&arena, sig, round_sig](const Buffers& b) {
+                      return shm::reduce_direct(arena, round_sig, b.send, b.recv, sig.count,
+                                                sig.dtype, sig.op, sig.root);
                   }};
         if (bytes <= shm::Arena::kEagerBytes)
-            step.run = [&arena, sig, digest](const Buffers& b) {
-                shm::reduce_eager(arena, digest, b.send, b.recv, sig.count, sig.dtype, sig.op,
+            step.run = [&arena, sig, round_sig](const Buffers& b) {
+                shm::reduce_eager(arena, round_sig, b.send, b.recv, sig.count, sig.dtype, sig.op,
                                   sig.root);
             };
         return step;
     }
     // Single copy where allreduce takes it: the same slices, the same system calls per piece.
     if (single_copy_fits(comm, bytes))
-        return {"shm/reduce_cma", [&arena, sig, digest = sig.digest(kReduceCma)](const Buffers& b) {
-                    return shm::reduce_cma(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+        return {"shm/reduce_cma",
+                [&arena, sig, round_sig = sig.round(Algo::reduce_cma)](const Buffers& b) {
+                    return shm::reduce_cma(arena, round_sig, b.send, b.recv, sig.count, sig.dtype,
                                            sig.op, sig.root);
                 }};
-    return {"shm/reduce_split", [&arena, sig, digest = sig.digest(kReduceSplit)](const Buffers& b) {
-                return shm::reduce_split(arena, digest, b.send, b.recv, sig.count, sig.dtype,
+    return {"shm/reduce_split",
+            [&arena, sig, round_sig = sig.round(Algo::reduce_split)](const Buffers& b) {
+                return shm::reduce_split(arena, round_sig, b.send, b.recv, sig.count, sig.dtype,
                                          sig.op, sig.root);
             }};
 }
@@ -188,21 +172,22 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
         case CollType::broadcast: {
             if (sig.count == 0 || comm.size() == 1) break;
             if (broadcast_halves(comm, bytes)) {
-                s.steps.push_back(
-                    {"shm/broadcast_cma", [&arena, bytes, root = sig.root,
-                                           digest = sig.digest(kBroadcastCma)](const Buffers& b) {
-                         return shm::broadcast_cma(arena, digest, b.recv, bytes, root);
-                     }});
+                s.steps.push_back({"shm/broadcast_cma",
+                                   [&arena, bytes, root = sig.root,
+                                    round_sig = sig.round(Algo::broadcast_cma)](const Buffers& b) {
+                                       return shm::broadcast_cma(arena, round_sig, b.recv, bytes,
+                                                                 root);
+                                   }});
                 break;
             }
-            const uint32_t digest = sig.digest(kBroadcast);
+            const shm::Signature round_sig = sig.round(Algo::broadcast);
             s.steps.push_back(
-                {"shm/broadcast", [&arena, bytes, root = sig.root, digest](const Buffers& b) {
-                     return shm::broadcast(arena, digest, b.recv, bytes, root);
+                {"shm/broadcast", [&arena, bytes, root = sig.root, round_sig](const Buffers& b) {
+                     return shm::broadcast(arena, round_sig, b.recv, bytes, root);
                  }});
             if (bytes <= shm::Arena::kEagerBytes)
-                s.steps.back().run = [&arena, bytes, root = sig.root, digest](const Buffers& b) {
-                    shm::broadcast_eager(arena, digest, b.recv, bytes, root);
+                s.steps.back().run = [&arena, bytes, root = sig.root, round_sig](const Buffers& b) {
+                    shm::broadcast_eager(arena, round_sig, b.recv, bytes, root);
                 };
             break;
         }
@@ -223,19 +208,19 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             const size_t block = sig.coll == CollType::allgather ? bytes : bytes / n;
             const bool cma = allgather_single_copy(
                 comm, block, sig.coll == CollType::allgather ? bytes * n : bytes);
-            const uint32_t digest = sig.digest(cma ? kAllgatherCma : kAllgather);
+            const shm::Signature round_sig = sig.round(cma ? Algo::allgather_cma : Algo::allgather);
             const bool eager = !equal.empty() && block <= shm::Arena::kEagerBytes;
             s.steps.push_back(
                 {cma ? "shm/allgatherv_cma" : "shm/allgatherv",
                  [&arena, dtype = sig.dtype, equal,
-                  run = cma ? shm::allgatherv_cma : shm::allgatherv, digest](const Buffers& b) {
-                     return run(arena, digest, b.send, b.recv, equal.empty() ? b.counts : equal,
-                                dtype);
+                  run = cma ? shm::allgatherv_cma : shm::allgatherv, round_sig](const Buffers& b) {
+                     return run(arena, round_sig, b.send, b.recv, equal.empty() ? b.counts : equal,
+                                dtype, equal.empty());
                  }});
             if (eager)  // allgatherv decides per call (its counts come with it), in the coroutine
                 s.steps.back().run = [&arena, dtype = sig.dtype, equal = std::move(equal),
-                                      digest](const Buffers& b) {
-                    shm::allgatherv_eager(arena, digest, b.send, b.recv, equal, dtype);
+                                      round_sig](const Buffers& b) {
+                    shm::allgatherv_eager(arena, round_sig, b.send, b.recv, equal, dtype);
                 };
             break;
         }
@@ -247,9 +232,9 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             }
             s.steps.push_back(
                 {"shm/reduce_scatter",
-                 [&arena, sig, digest = sig.digest(kReduceScatter)](const Buffers& b) {
-                     return shm::reduce_scatter(arena, digest, b.send, b.recv, sig.count, sig.dtype,
-                                                sig.op);
+                 [&arena, sig, round_sig = sig.round(Algo::reduce_scatter)](const Buffers& b) {
+                     return shm::reduce_scatter(arena, round_sig, b.send, b.recv, sig.count,
+                                                sig.dtype, sig.op);
                  }});
             break;
         case CollType::alltoall:
@@ -259,8 +244,8 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
                 size_t(comm.size()) * bytes <= shm::Arena::kLaneBytes) {
                 s.steps.push_back(
                     {"shm/alltoall_lane",
-                     [&arena, bytes, digest = sig.digest(kAlltoallLane)](const Buffers& b) {
-                         return shm::alltoall_lane(arena, digest, b.send, b.recv, bytes);
+                     [&arena, bytes, round_sig = sig.round(Algo::alltoall_lane)](const Buffers& b) {
+                         return shm::alltoall_lane(arena, round_sig, b.send, b.recv, bytes);
                      }});
                 break;
             }
@@ -269,12 +254,12 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             s.steps.push_back(
                 {"shm/alltoallv", [&arena, dtype = sig.dtype, equal = std::move(equal),
                                    cma_min = comm.cma_min(), cma_max = comm.alltoall_cma_max(),
-                                   digest = sig.digest(kAlltoall)](const Buffers& b) {
+                                   round_sig = sig.round(Algo::alltoall)](const Buffers& b) {
                      const size_t n = size_t(arena.nranks());
                      const size_t* send_counts = equal.empty() ? b.counts.data() : equal.data();
                      const size_t* recv_counts = equal.empty() ? send_counts + n : equal.data();
-                     return shm::alltoallv(arena, digest, b.send, send_counts, b.recv, recv_counts,
-                                           dtype, cma_min, cma_max);
+                     return shm::alltoallv(arena, round_sig, b.send, send_counts, b.recv,
+                                           recv_counts, dtype, cma_min, cma_max);
                  }});
             break;
         }
@@ -294,11 +279,11 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
             break;
         case CollType::barrier: {
             if (comm.size() == 1) break;
-            const uint32_t digest = sig.digest(kBarrier);
+            const shm::Signature round_sig = sig.round(Algo::barrier);
             s.steps.push_back(
                 {"shm/barrier",
-                 [&arena, digest](const Buffers&) { return shm::barrier(arena, digest); },
-                 [&arena, digest](const Buffers&) { shm::barrier_now(arena, digest); }});
+                 [&arena, round_sig](const Buffers&) { return shm::barrier(arena, round_sig); },
+                 [&arena, round_sig](const Buffers&) { shm::barrier_now(arena, round_sig); }});
             break;
         }
     }
@@ -314,22 +299,21 @@ bool fusable(Communicator& comm, const std::vector<GroupCall>& calls) {
             return false;
         packed += shm::packed_size(bytes);
     }
+    packed += shm::packed_size(shm::fused_description_bytes(calls.size()));
     return comm.size() > 1 && packed <= comm.arena().buffer_size();
 }
 
 Schedule plan_fused_allreduce(Communicator& comm, const std::vector<GroupCall>& calls) {
     std::vector<shm::AllreducePart> parts;
-    uint64_t salt = kFused;
-    for (const GroupCall& c : calls) {
+    for (const GroupCall& c : calls)
         parts.push_back({c.bufs.send, c.bufs.recv, c.sig.count, c.sig.dtype, c.sig.op});
-        salt = salt * 1000003 + c.sig.digest();
-    }
-    CollSignature sig{CollType::allreduce, 0, CCL_UINT8, CCL_SUM, 0};
+    // The round counts the parts; every rank compares the parts themselves in the round.
+    CollSignature sig{CollType::allreduce, parts.size(), CCL_UINT8, CCL_SUM, 0};
     shm::Arena& arena = comm.arena();
     Schedule s{sig, {}};
     s.steps.push_back({"shm/allreduce_fused", [&arena, parts = std::move(parts),
-                                               digest = sig.digest(salt)](const Buffers&) {
-                           return shm::allreduce_direct_multi(arena, digest, parts);
+                                               round_sig = sig.round(Algo::fused)](const Buffers&) {
+                           return shm::allreduce_direct_multi(arena, round_sig, parts);
                        }});
     return s;
 }

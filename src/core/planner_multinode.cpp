@@ -10,21 +10,6 @@
 
 namespace ccl {
 
-namespace {
-
-// Salts of the node-local rounds' signatures (planner.cpp's are below 100).
-enum HierAlgo : uint64_t {
-    kHierAllreduce = 101,
-    kHierBroadcast,
-    kHierReduce,
-    kHierAllgather,
-    kHierReduceScatter,
-    kHierBarrier,
-    kHierAlltoall
-};
-
-}  // namespace
-
 Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
     Schedule s{sig, {}};
     Communicator& c = comm;
@@ -33,23 +18,23 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
     switch (sig.coll) {
         case CollType::allreduce:
             if (sig.count == 0) break;
-            s.steps.push_back(
-                {"hier/allreduce", [&c, sig, d = sig.digest(kHierAllreduce)](const Buffers& b) {
-                     return hier::allreduce(c, d, b.send, b.recv, sig.count, sig.dtype, sig.op);
-                 }});
+            s.steps.push_back({"hier/allreduce",
+                               [&c, sig, d = sig.round(Algo::hier_allreduce)](const Buffers& b) {
+                                   return hier::allreduce(c, d, b.send, b.recv, sig.count,
+                                                          sig.dtype, sig.op);
+                               }});
             break;
         case CollType::broadcast:
             if (sig.count == 0) break;
             s.steps.push_back(
                 {"hier/broadcast",
-                 [&c, bytes, root = sig.root, d = sig.digest(kHierBroadcast)](const Buffers& b) {
-                     return hier::broadcast(c, d, b.recv, bytes, root);
-                 }});
+                 [&c, bytes, root = sig.root, d = sig.round(Algo::hier_broadcast)](
+                     const Buffers& b) { return hier::broadcast(c, d, b.recv, bytes, root); }});
             break;
         case CollType::reduce:
             if (sig.count == 0) break;
             s.steps.push_back(
-                {"hier/reduce", [&c, sig, d = sig.digest(kHierReduce)](const Buffers& b) {
+                {"hier/reduce", [&c, sig, d = sig.round(Algo::hier_reduce)](const Buffers& b) {
                      return hier::reduce(c, d, b.send, b.recv, sig.count, sig.dtype, sig.op,
                                          sig.root);
                  }});
@@ -61,7 +46,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
             s.steps.push_back(
                 {"hier/allgatherv", [&c, dtype = sig.dtype, equal = std::move(equal),
-                                     d = sig.digest(kHierAllgather)](const Buffers& b) {
+                                     d = sig.round(Algo::hier_allgather)](const Buffers& b) {
                      return hier::allgatherv(c, d, b.send, b.recv, equal.empty() ? b.counts : equal,
                                              dtype);
                  }});
@@ -69,11 +54,12 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
         }
         case CollType::reduce_scatter:
             if (sig.count == 0) break;
-            s.steps.push_back({"hier/reduce_scatter",
-                               [&c, sig, d = sig.digest(kHierReduceScatter)](const Buffers& b) {
-                                   return hier::reduce_scatter(c, d, b.send, b.recv, sig.count,
-                                                               sig.dtype, sig.op);
-                               }});
+            s.steps.push_back(
+                {"hier/reduce_scatter",
+                 [&c, sig, d = sig.round(Algo::hier_reduce_scatter)](const Buffers& b) {
+                     return hier::reduce_scatter(c, d, b.send, b.recv, sig.count, sig.dtype,
+                                                 sig.op);
+                 }});
             break;
         case CollType::alltoall:
         case CollType::alltoallv: {
@@ -83,7 +69,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
             if (sig.coll == CollType::alltoall) equal.assign(n, sig.count);
             s.steps.push_back(
                 {"hier/alltoallv", [&c, n, dtype = sig.dtype, equal = std::move(equal),
-                                    d = sig.digest(kHierAlltoall)](const Buffers& b) {
+                                    d = sig.round(Algo::hier_alltoall)](const Buffers& b) {
                      std::vector<size_t> sc = equal, rc = equal;
                      if (equal.empty()) {
                          sc.assign(b.counts.begin(), b.counts.begin() + long(n));
@@ -127,9 +113,10 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
             break;
         }
         case CollType::barrier:
-            s.steps.push_back({"hier/barrier", [&c, d = sig.digest(kHierBarrier)](const Buffers&) {
-                                   return hier::barrier(c, d);
-                               }});
+            s.steps.push_back(
+                {"hier/barrier", [&c, d = sig.round(Algo::hier_barrier)](const Buffers&) {
+                     return hier::barrier(c, d);
+                 }});
             break;
     }
     return s;

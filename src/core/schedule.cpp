@@ -21,22 +21,62 @@ const char* coll_name(CollType coll) {
     return "?";
 }
 
-uint32_t CollSignature::digest(uint64_t salt) const {
-    // FNV-1a over the fields; collisions only weaken a diagnostic, never correctness.
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&h](uint64_t v) {
-        for (int i = 0; i < 8; ++i) {
-            h ^= (v >> (8 * i)) & 0xff;
-            h *= 1099511628211ull;
-        }
-    };
-    mix(uint64_t(coll));
-    mix(count);
-    mix(uint64_t(dtype));
-    mix(uint64_t(op));
-    mix(uint64_t(int64_t(root)));
-    mix(salt);
-    return uint32_t(h ^ (h >> 32));
+const char* algo_name(Algo algo) {
+    switch (algo) {
+        case Algo::none: return "none";
+        case Algo::direct: return "allreduce_direct";
+        case Algo::rsag: return "allreduce_rsag";
+        case Algo::broadcast: return "broadcast";
+        case Algo::barrier: return "barrier";
+        case Algo::fused: return "allreduce_fused";
+        case Algo::reduce_direct: return "reduce_direct";
+        case Algo::reduce_split: return "reduce_split";
+        case Algo::allgather: return "allgatherv";
+        case Algo::reduce_scatter: return "reduce_scatter";
+        case Algo::alltoall: return "alltoallv";
+        case Algo::allgather_cma: return "allgatherv_cma";
+        case Algo::allreduce_cma: return "allreduce_cma";
+        case Algo::alltoall_lane: return "alltoall_lane";
+        case Algo::reduce_cma: return "reduce_cma";
+        case Algo::broadcast_cma: return "broadcast_cma";
+        case Algo::copy_costs: return "copy_costs";
+        case Algo::device_ipc: return "device_ipc";
+        case Algo::hier_allreduce: return "hier/allreduce";
+        case Algo::hier_broadcast: return "hier/broadcast";
+        case Algo::hier_reduce: return "hier/reduce";
+        case Algo::hier_allgather: return "hier/allgather";
+        case Algo::hier_reduce_scatter: return "hier/reduce_scatter";
+        case Algo::hier_barrier: return "hier/barrier";
+        case Algo::hier_alltoall: return "hier/alltoall";
+    }
+    return "?";
+}
+
+namespace {
+
+// How CollSignature::round packs the fields other than the count into shm::Signature::what: in
+// the low 34 bits (where the tag holds them exactly) while the root is below 2^16.
+constexpr int kCollAt = 0, kDtypeAt = 4, kOpAt = 8, kAlgoAt = 11, kRootAt = 18;
+static_assert(int(CollType::recv) < 16 && CCL_FLOAT64 < 16 && CCL_AVG < 8);
+static_assert(kRootAt + 16 == shm::Signature::kWhatBits);
+
+uint64_t field(uint64_t what, int at, int bits) { return what >> at & ((uint64_t(1) << bits) - 1); }
+
+}  // namespace
+
+shm::Signature CollSignature::round(Algo algo) const {
+    const uint64_t what = uint64_t(coll) << kCollAt | uint64_t(dtype) << kDtypeAt |
+                          uint64_t(op) << kOpAt | uint64_t(algo) << kAlgoAt |
+                          uint64_t(uint32_t(root)) << kRootAt;
+    return shm::Signature(what, count);
+}
+
+std::string describe_round(const shm::Signature& sig) {
+    const uint64_t w = sig.what();
+    CollSignature c{CollType(field(w, kCollAt, 4)), size_t(sig.count()),
+                    ccl_datatype_t(field(w, kDtypeAt, 4)), ccl_reduction_t(field(w, kOpAt, 3)),
+                    int(uint32_t(w >> kRootAt))};
+    return c.describe() + " [algorithm " + algo_name(Algo(field(w, kAlgoAt, 7))) + "]";
 }
 
 std::string CollSignature::describe() const {

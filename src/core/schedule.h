@@ -11,6 +11,7 @@
 
 #include "ccl/ccl.h"
 #include "core/task.h"
+#include "shm/arena.h"
 
 namespace ccl {
 
@@ -30,6 +31,37 @@ enum class CollType {
 const char* coll_name(CollType coll);
 inline bool is_p2p(CollType coll) { return coll == CollType::send || coll == CollType::recv; }
 
+// The algorithms whose rounds a call's signature names (CollSignature::round): ranks that chose
+// differently fail with a mismatch instead of mixing algorithms. Under 128 (7 bits).
+enum class Algo : uint8_t {
+    none = 0,
+    direct,
+    rsag,
+    broadcast,
+    barrier,
+    fused,
+    reduce_direct,
+    reduce_split,
+    allgather,
+    reduce_scatter,
+    alltoall,
+    allgather_cma,
+    allreduce_cma,
+    alltoall_lane,
+    reduce_cma,
+    broadcast_cma,
+    copy_costs,  // the communicator's probe of copy costs (Communicator::probe_single_copy)
+    device_ipc,  // device buffers through IPC handles (core/device_coll.h)
+    hier_allreduce,
+    hier_broadcast,
+    hier_reduce,
+    hier_allgather,
+    hier_reduce_scatter,
+    hier_barrier,
+    hier_alltoall,
+};
+const char* algo_name(Algo algo);
+
 // Everything about a call that shapes its plan. Every rank passes the same signature.
 struct CollSignature {
     CollType coll = CollType::barrier;
@@ -39,16 +71,19 @@ struct CollSignature {
     int root = 0;  // the root, or the peer of send / recv
 
     bool operator==(const CollSignature&) const = default;
-    // A 32-bit digest of the fields, mixed with `salt` (the algorithm, so that ranks configured to
-    // pick different algorithms fail with a mismatch instead of computing garbage).
-    uint32_t digest(uint64_t salt = 0) const;
-    // The digest a send and its receive share: count and datatype.
-    uint32_t p2p_digest() const { return CollSignature{CollType::send, count, dtype}.digest(); }
+    // What the rounds of this call by `algo` say of it (shm::Signature): every field exactly.
+    shm::Signature round(Algo algo) const;
+    // What a send and its receive must share besides their byte size (which the transports
+    // compare): the datatype, which with the size gives the count exactly.
+    uint32_t p2p_digest() const { return uint32_t(dtype) + 1; }
     std::string describe() const;  // e.g. "allreduce(count 5, float32, sum)"
 };
 
 // The buffers of one call. `counts` holds the v-collectives' per-rank counts: allgatherv's
 // recvcounts, alltoallv's sendcounts then recvcounts (copied, so the caller's arrays may go).
+// A round's signature as a mismatch's message shows it: the call, and the algorithm.
+std::string describe_round(const shm::Signature& sig);
+
 struct Buffers {
     const void* send = nullptr;
     void* recv = nullptr;

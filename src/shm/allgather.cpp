@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
@@ -9,7 +11,21 @@
 
 namespace ccl::shm {
 
-void allgatherv_eager(Arena& arena, uint32_t sig, const void* send, void* recv,
+namespace {
+
+// Peer r's own count, as it declared it, against counts[r] (see allgatherv's `given`).
+void check_count(Arena& arena, int r, uint64_t declared, size_t expected, size_t esize) {
+    if (declared != expected)
+        arena.fail(CCL_ERROR_INVALID_USAGE,
+                   "allgatherv counts disagree: rank " + std::to_string(r) + " contributes " +
+                       std::to_string(declared / esize) + " elements, where rank " +
+                       std::to_string(arena.rank()) + "'s recvcounts[" + std::to_string(r) +
+                       "] is " + std::to_string(expected / esize));
+}
+
+}  // namespace
+
+void allgatherv_eager(Arena& arena, Signature sig, const void* send, void* recv,
                       const std::vector<size_t>& counts, ccl_datatype_t dtype) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype);
@@ -23,6 +39,7 @@ void allgatherv_eager(Arena& arena, uint32_t sig, const void* send, void* recv,
         const size_t bytes = counts[size_t(r)] * esize;
         if (r != me) {
             wait_now(arena.eager_ready(r));
+            check_count(arena, r, arena.peer_eager_bytes(r), bytes, esize);
             std::memcpy(out + off, arena.peer_eager(r), bytes);
         } else if (send != out + off) {
             std::memcpy(out + off, send, bytes);
@@ -32,8 +49,8 @@ void allgatherv_eager(Arena& arena, uint32_t sig, const void* send, void* recv,
     arena.done();
 }
 
-Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
-                const std::vector<size_t>& counts, ccl_datatype_t dtype) {
+Task allgatherv(Arena& arena, Signature sig, const void* send, void* recv,
+                const std::vector<size_t>& counts, ccl_datatype_t dtype, bool given) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), piece = arena.buffer_size();
     const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), esize);
@@ -41,7 +58,7 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
     char* out = static_cast<char*>(recv);
     const char* mine = static_cast<const char*>(send);
     const size_t my_bytes = offset[size_t(me) + 1] - offset[size_t(me)];
-    if (largest > 0 && largest <= Arena::kEagerBytes) {  // as allgatherv_eager
+    if (largest > 0 && (given ? offset.back() : largest) <= Arena::kEagerBytes) {  // as _eager
         arena.begin_round(sig, largest);
         co_await arena.buffer_free();
         arena.publish_eager(send, my_bytes);
@@ -50,6 +67,7 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
             const size_t at = offset[size_t(r)], bytes = offset[size_t(r) + 1] - at;
             if (r != me) {
                 co_await arena.eager_ready(r);
+                check_count(arena, r, arena.peer_eager_bytes(r), bytes, esize);
                 std::memcpy(out + at, arena.peer_eager(r), bytes);
             } else if (mine != out + at) {
                 std::memcpy(out + at, mine, bytes);
@@ -64,7 +82,7 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
     const bool stream = offset.back() >= kStreamMinBytes;
     char* my_out = out + offset[size_t(me)];
     for (size_t off = 0; off < largest; off += step) {
-        arena.begin_round(sig, std::min(step, largest - off));
+        arena.begin_round(sig, std::min(step, largest - off), my_bytes);
         const size_t mine_now = off < my_bytes ? std::min(step, my_bytes - off) : 0;
         if (mine_now > 0) {
             co_await arena.buffer_free();
@@ -74,6 +92,10 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
         if (mine_now > 0 && mine != my_out)  // while the peers read it
             copy_out(my_out + off, arena.own_buffer(), mine_now, stream);
         co_await arena.all_ready();
+        for (int r = 0; r < n && given && off == 0; ++r)
+            if (r != me)
+                check_count(arena, r, arena.peer_part(r), offset[size_t(r) + 1] - offset[size_t(r)],
+                            esize);
         for (int i = 1; i < n; ++i) {  // from the next rank on, so that ranks read different peers
             const int r = (me + i) % n;
             const size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
@@ -85,10 +107,11 @@ Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
     }
 }
 
-Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
-                    const std::vector<size_t>& counts, ccl_datatype_t dtype) {
+Task allgatherv_cma(Arena& arena, Signature sig, const void* send, void* recv,
+                    const std::vector<size_t>& counts, ccl_datatype_t dtype, bool given) {
     const int n = arena.nranks(), me = arena.rank();
-    const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), dtype_size(dtype));
+    const size_t esize = dtype_size(dtype);
+    const std::vector<size_t> offset = byte_offsets(counts.data(), size_t(n), esize);
     char* out = static_cast<char*>(recv);
     // My own block: copied while my address crosses to the peers and theirs to me, or, a large
     // one, beside the writes; streamed as an all-to-all's own block (stream_own_block): glibc on
@@ -98,12 +121,15 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     const size_t own = send != out + at ? mine : size_t(0);  // in place: already there
     auto copy_own = [&] { copy_out(out + at, send, own, stream_own_block(own, offset.back())); };
     const bool beside = cma_beside_pays(own);
-    arena.begin_round(sig);
+    arena.begin_round(sig, SIZE_MAX, mine);
     co_await arena.buffer_free();
-    *static_cast<void**>(arena.own_buffer()) = out;  // where peers write their blocks
-    arena.ready();
+    share_extents(arena, {nullptr, 0, out, offset.back()});  // where peers write their blocks
     if (own > 0 && !beside) copy_own();
     co_await arena.all_ready();
+    for (int r = 0; r < n && given; ++r)
+        if (r != me)
+            check_count(arena, r, arena.peer_part(r), offset[size_t(r) + 1] - offset[size_t(r)],
+                        esize);
     // Each rank writes its block into the peers' outputs rather than reading theirs from their
     // inputs: the pages the kernel pins are then the n - 1 peers' distinct output ranges, not one
     // input pinned by every reader at once, and the lines written stay with the writer between
@@ -113,8 +139,7 @@ Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
     auto write_peers = [&] {
         for (int i = 1; i < n && mine > 0; ++i) {  // from the next rank on
             const int r = (me + i) % n;
-            cma_write(arena.peer_pid(r), *static_cast<char* const*>(arena.peer_buffer(r)) + at,
-                      send, mine);
+            cma_write(arena.peer_pid(r), peer_recv(arena, r, at, mine), send, mine);
         }
     };
     if (beside)

@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
@@ -16,7 +18,7 @@ size_t chunk_elems(const Arena& arena, size_t esize) { return arena.buffer_size(
 
 }  // namespace
 
-void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+void allreduce_eager(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                      ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t bytes = count * dtype_size(dtype);
@@ -33,7 +35,7 @@ void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, s
     arena.done();
 }
 
-Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_direct(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
@@ -65,12 +67,20 @@ Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, 
     }
 }
 
-Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts) {
-    const int n = arena.nranks();
+Task allreduce_direct_multi(Arena& arena, Signature sig, const std::vector<AllreducePart>& parts) {
+    const int n = arena.nranks(), me = arena.rank();
     arena.begin_round(sig);
     co_await arena.buffer_free();
+    // The parts' description first, where every peer finds it whatever its parts' sizes, and
+    // compares it with its own; then the parts.
     char* mine = static_cast<char*>(arena.own_buffer());
-    size_t off = 0;
+    const size_t described = fused_description_bytes(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const uint64_t d[2] = {parts[i].count,
+                               uint64_t(parts[i].dtype) << 32 | uint32_t(parts[i].op)};
+        std::memcpy(mine + 16 * i, d, sizeof d);
+    }
+    size_t off = packed_size(described);
     for (const AllreducePart& p : parts) {
         size_t bytes = p.count * dtype_size(p.dtype);
         if (bytes) std::memcpy(mine + off, p.send, bytes);
@@ -78,8 +88,15 @@ Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<Allred
     }
     arena.ready();
     co_await arena.all_ready();
+    for (int r = 0; r < n; ++r)
+        if (r != me && std::memcmp(arena.peer_buffer(r), mine, described) != 0)
+            arena.fail(CCL_ERROR_INVALID_USAGE,
+                       "collective mismatch in a group: rank " + std::to_string(r) +
+                           "'s allreduces differ from rank " + std::to_string(me) +
+                           "'s in count, datatype or reduction; every rank must make the same "
+                           "calls in the same order");
     PerRank<const void*> srcs(n);
-    off = 0;
+    off = packed_size(described);
     for (const AllreducePart& p : parts) {
         for (int r = 0; r < n; ++r) srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + off;
         reduce(p.recv, srcs.data(), n, p.count, p.dtype, p.op, n);
@@ -88,7 +105,7 @@ Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<Allred
     arena.done();
 }
 
-Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
@@ -128,33 +145,54 @@ Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, si
     }
 }
 
-void share_addresses(Arena& arena, const void* send, void* recv) {
-    auto* mine = static_cast<const void**>(arena.own_buffer());
-    mine[0] = send;
-    mine[1] = recv;
+void share_extents(Arena& arena, const Extents& mine) {
+    *static_cast<Extents*>(arena.own_buffer()) = mine;
     arena.ready();
 }
 
-char* peer_output(const Arena& arena, int r) {
-    return static_cast<char*>(
-        const_cast<void*>(static_cast<const void* const*>(arena.peer_buffer(r))[1]));
+namespace {
+
+// Bytes [at, at + len) of a region of `size` bytes at `base` in peer r, or a mismatch.
+char* within(Arena& arena, int r, const void* base, size_t size, size_t at, size_t len,
+             const char* what) {
+    if (at > size || len > size - at)
+        arena.fail(CCL_ERROR_INVALID_USAGE,
+                   "collective mismatch: a single-copy transfer of bytes [" + std::to_string(at) +
+                       ", " + std::to_string(at + len) + ") of rank " + std::to_string(r) + "'s " +
+                       what + " buffer, which it declared " + std::to_string(size) +
+                       " bytes long: the ranks disagree on the call");
+    return static_cast<char*>(const_cast<void*>(base)) + at;
 }
 
-void read_peer_parts(const Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
+const Extents& extents_of(const Arena& arena, int r) {
+    return *static_cast<const Extents*>(arena.peer_buffer(r));
+}
+
+}  // namespace
+
+const char* peer_send(Arena& arena, int r, size_t at, size_t len) {
+    const Extents& e = extents_of(arena, r);
+    return within(arena, r, e.send, e.send_bytes, at, len, "send");
+}
+
+char* peer_recv(Arena& arena, int r, size_t at, size_t len) {
+    const Extents& e = extents_of(arena, r);
+    return within(arena, r, e.recv, e.recv_bytes, at, len, "receive");
+}
+
+void read_peer_parts(Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
                      size_t piece, PerRank<const void*>& srcs) {
     const int n = arena.nranks(), me = arena.rank();
     for (int i = 1; i < n; ++i) {
         const int r = (me + i) % n;
-        const char* input =
-            static_cast<const char*>(static_cast<const void* const*>(arena.peer_buffer(r))[0]);
         char* into = scratch + size_t(i - 1) * piece;
-        cma_read(arena.peer_pid(r), into, input + at, len);
+        cma_read(arena.peer_pid(r), into, peer_send(arena, r, at, len), len);
         srcs[size_t(r)] = into;
     }
     srcs[size_t(me)] = static_cast<const char*>(mine) + at;
 }
 
-Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype);
@@ -164,10 +202,11 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     // time, into this rank's second buffer) and writing straight into its own output.
     arena.begin_round(sig);
     co_await arena.buffer_free();
-    share_addresses(arena, send, recv);
+    share_extents(arena, {send, count * esize, recv, count * esize});
     co_await arena.all_ready();
-    PerRank<const char*> peer_recv(n);
-    for (int r = 0; r < n; ++r) peer_recv[r] = peer_output(arena, r);
+    // Round 2 reads the peers' outputs: their extents, kept from round 1's buffer.
+    PerRank<Extents> theirs(n);
+    for (int r = 0; r < n; ++r) theirs[r] = *static_cast<const Extents*>(arena.peer_buffer(r));
     co_await arena.buffer_free(1);
     char* scratch = static_cast<char*>(arena.own_buffer(1));
     const size_t piece = arena.buffer_size() / size_t(std::max(n - 1, 1)) / 64 * 64;
@@ -188,7 +227,9 @@ Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, siz
         const int r = (me + i) % n;
         const auto [b, e] = slice(count, esize, r, n);
         if (e > b)
-            cma_read(arena.peer_pid(r), out + b * esize, peer_recv[size_t(r)] + b * esize,
+            cma_read(arena.peer_pid(r), out + b * esize,
+                     within(arena, r, theirs[size_t(r)].recv, theirs[size_t(r)].recv_bytes,
+                            b * esize, (e - b) * esize, "receive"),
                      (e - b) * esize);
     }
     arena.done();

@@ -58,7 +58,7 @@ struct Record {
 // overlaps (2 ranks, 512 B, medians, us, in the record / beside it: 2-core VM 0.51 / 0.49,
 // 16-core host 0.72 / 0.68; 64 B in the record: 0.28 / 0.49 on the VM).
 constexpr size_t kInlineBytes = Arena::kEagerBytes - 4 * 64;
-static_assert(kInlineBytes == 120);
+static_assert(kInlineBytes == 112);
 // Whether a sender's blocks travel in its record: the sender and its receivers decide alike, from
 // what the record says. Blocks that fit are smaller than a first-round piece, so rounds after the
 // first never see them.
@@ -129,7 +129,7 @@ uint64_t count_digest(size_t me, size_t n, const size_t* sendcounts, const size_
 
 }  // namespace
 
-Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, size_t block) {
+Task alltoall_lane(Arena& arena, Signature sig, const void* send, void* recv, size_t block) {
     const int n = arena.nranks(), me = arena.rank();
     arena.begin_round(sig, size_t(n) * block);
     co_await arena.buffer_free();
@@ -146,7 +146,7 @@ Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     arena.done();
 }
 
-Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
+Task alltoallv(Arena& arena, Signature sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min, size_t cma_max) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), un = size_t(n), ume = size_t(me);
@@ -226,7 +226,7 @@ Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendc
             static_cast<const char*>(eager ? arena.peer_eager(int(r)) : arena.peer_buffer(int(r)))};
     };
     if (eager) {
-        arena.publish_eager();
+        arena.publish_eager(record + (inlined ? to_peers : 0));
         arena.prefetch_eager();
         if (own > 0 && !may_beside) copy_own();
     } else {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -34,11 +35,11 @@ struct Arena::Header {
     // 0, or (ccl_result_t << 32 | 1 + rank) of the first failed wait: one word, so that whoever
     // sees the rank also sees the code.
     std::atomic<uint64_t> failed;
-    // nranks pids follow (see pid()), for peer-liveness checks
+    // nranks processes follow (see process()), for peer-liveness checks
 };
 
 size_t Arena::header_bytes(int nranks) {
-    return round_up(sizeof(Arena::Header) + sizeof(std::atomic<int32_t>) * size_t(nranks), kPage);
+    return round_up(sizeof(Arena::Header) + sizeof(Process) * size_t(nranks), kPage);
 }
 size_t Arena::flags_bytes(int nranks) { return round_up(sizeof(Flag) * size_t(nranks), kPage); }
 
@@ -50,7 +51,7 @@ size_t Arena::bytes_needed(int nranks, size_t buffer_size) {
 }
 
 Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init,
-             WaitPolicy policy)
+             WaitPolicy policy, DescribeSignature describe)
     : seg_(std::move(seg)),
       nranks_(nranks),
       rank_(rank),
@@ -60,7 +61,8 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
       flags_offset_(header_bytes(nranks)),
       data_offset_(header_bytes(nranks) + flags_bytes(nranks)),
       lanes_offset_(data_offset_ + size_t(nranks) * 2 * round_up(buffer_size, kPage)),
-      eager_offset_(lanes_offset_ + round_up(size_t(nranks) * kLanes * kLaneBytes, kPage)) {
+      eager_offset_(lanes_offset_ + round_up(size_t(nranks) * kLanes * kLaneBytes, kPage)),
+      describe_(describe) {
     static_assert(sizeof(Flag) % 128 == 0);
     static_assert(sizeof(EagerSlot) == 384);
     if (seg_.size() != bytes_needed(nranks, buffer_size))
@@ -79,14 +81,20 @@ Arena::Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeo
         throw Error(CCL_ERROR_INTERNAL,
                     "shared-memory arena " + seg_.name() + " is not laid out as expected");
     }
-    pid(rank).store(int32_t(::getpid()), std::memory_order_release);
+    const ProcessId me = this_process();
+    process(rank).start.store(me.start, std::memory_order_relaxed);
+    process(rank).pid.store(me.pid, std::memory_order_release);
 }
 
 Arena::Header* Arena::header() const { return static_cast<Header*>(seg_.data()); }
 
-std::atomic<int32_t>& Arena::pid(int r) const {
-    return reinterpret_cast<std::atomic<int32_t>*>(static_cast<char*>(seg_.data()) +
-                                                   sizeof(Header))[r];
+Arena::Process& Arena::process(int r) const {
+    return reinterpret_cast<Process*>(static_cast<char*>(seg_.data()) + sizeof(Header))[r];
+}
+
+bool Arena::peer_alive(int r) const {
+    const int32_t pid = process(r).pid.load(std::memory_order_acquire);
+    return pid <= 0 || process_alive({pid, process(r).start.load(std::memory_order_relaxed)});
 }
 
 void Arena::check_failures() {
@@ -120,12 +128,33 @@ bool Arena::eager_or_mismatch(int peer, EagerSlot* slot) {
 }
 
 void Arena::fail_mismatch(int peer) {
-    fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(peer) +
-                                      " called a different collective (or count, datatype, "
-                                      "reduction or root) than rank " +
-                                      std::to_string(rank_) +
-                                      " in the same position; every rank must call the same "
-                                      "collectives in the same order");
+    auto show = [this](const Signature& s) {
+        if (describe_) return describe_(s);
+        char text[64];
+        std::snprintf(text, sizeof text, "signature %#llx count %llu",
+                      static_cast<unsigned long long>(s.what()),
+                      static_cast<unsigned long long>(s.count()));
+        return std::string(text);
+    };
+    Signature theirs;
+    const std::string what = peer_signature(peer, &theirs) ? show(theirs) : "a later call";
+    fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(peer) + " called " +
+                                      what + " where rank " + std::to_string(rank_) + " called " +
+                                      show(signature_) +
+                                      "; every rank must make the same calls in the same order, "
+                                      "with the same count, datatype, reduction and root");
+}
+
+bool Arena::peer_signature(int r, Signature* sig) const {
+    const Flag& f = flag(r);
+    const SigEntry& e = f.sig[round_ % kSigs];
+    const uint64_t what = e.what.load(std::memory_order_acquire);
+    const uint64_t count = e.count.load(std::memory_order_acquire);
+    // Overwritten when r began round round_ + kSigs, after it published in the round before.
+    if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + kSigs - 1) - 1)))
+        return false;
+    *sig = Signature(what, count);
+    return true;
 }
 
 Arena::Watch Arena::watch(Word word, uint32_t target) { return Watch(*this, word, target); }
@@ -139,17 +168,22 @@ void Arena::check_signature(int r, uint32_t seen) {
     // The peer stores its signature for round e before it publishes anything in round e, and
     // overwrites it in a ring of k when it starts round e + k, after it published something for
     // round e + k - 1 (its ready or its done: every round publishes one or both). Check only in
-    // between: from the near ring when the peer is not that far ahead (no miss beyond the
-    // flag's), else from the long one.
+    // between: the tag from the near ring when the peer is not that far ahead (no miss beyond
+    // the flag's line), where it decides alone; else the whole signature from the long one.
     if (!reached(seen, uint32_t(2 * round_ - 1))) return;
     Flag& f = flag(r);
-    for (auto [ring, k] : {std::pair{f.near, kNearSigs}, std::pair{f.sig, kSigs}}) {
-        uint32_t sig = ring[round_ % uint64_t(k)].load(std::memory_order_acquire);
-        if (reached(f.seq.load(std::memory_order_acquire), uint32_t(2 * (round_ + k - 1) - 1)))
-            continue;  // overwritten, perhaps
-        if (sig != signature_) fail_mismatch(r);
-        return;
+    const uint64_t tag = f.near[round_ % kNearSigs].load(std::memory_order_acquire);
+    if (!reached(f.seq.load(std::memory_order_acquire),
+                 uint32_t(2 * (round_ + kNearSigs - 1) - 1))) {
+        if (tag != signature_.tag()) fail_mismatch(r);
+        if (signature_.exact()) return;
     }
+    check_whole_signature(r);
+}
+
+void Arena::check_whole_signature(int r) {
+    Signature theirs;
+    if (peer_signature(r, &theirs) && !(theirs == signature_)) fail_mismatch(r);
 }
 
 Arena::Flags Arena::ready_of(int peer) {
@@ -188,10 +222,9 @@ bool Arena::test_word(const Word& w, uint32_t target, WaitClock& clock) {
                                     " s (CCL_TIMEOUT) waiting for rank " + std::to_string(w.owner));
     if (now >= clock.next_liveness) {
         clock.next_liveness = now + kLivenessPeriod;
-        int32_t p = pid(w.owner).load(std::memory_order_acquire);
-        if (p > 0 && !process_alive(p))
-            fail(CCL_ERROR_PEER_FAILURE,
-                 "rank " + std::to_string(w.owner) + " (pid " + std::to_string(p) + ") died");
+        if (!peer_alive(w.owner))
+            fail(CCL_ERROR_PEER_FAILURE, "rank " + std::to_string(w.owner) + " (pid " +
+                                             std::to_string(peer_pid(w.owner)) + ") died");
     }
     return false;
 }
@@ -263,7 +296,8 @@ Waiter::Sleeper Arena::Flags::sleeper() {
 bool Arena::EagerWatch::poll(bool look_at_flag) {
     touch();
     if (arena_.test_word(word_, target_, clock_)) {
-        if (slot_->signature != arena_.signature_) arena_.fail_mismatch(peer_);
+        if (slot_->tag != arena_.signature_.tag()) arena_.fail_mismatch(peer_);
+        if (!arena_.signature_.exact()) arena_.check_whole_signature(peer_);
         return true;
     }
     return look_at_flag && arena_.eager_or_mismatch(peer_, slot_) && poll(false);

@@ -18,9 +18,10 @@
 // often as with 16 (broadcast of 8 B, 4 and 8 ranks on 2 cores: 1.0 -> 0.33 and 3.5 -> 1.1 us).
 //
 // A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
-// it in an eager slot: the round and the signature, then the data, in up to six cache lines that
+// it in an eager slot: the round, its size and the signature's tag, then the data, in up to six
+// cache lines that
 // the readers wait on, so that the data crosses between the cores with the news of it (one cache
-// miss where the flag and then the lane cost two: the first line carries the round and 56 bytes,
+// miss where the flag and then the lane cost two: the first line carries the round and 48 bytes,
 // and a reader pulls the slot's further lines while it polls the first, so their misses overlap).
 // Eager slots are used like the lanes (slot e % kLanes);
 // every rank still publishes its flag (done) at the end of the round, and earlier if a wait drags
@@ -45,19 +46,56 @@
 
 namespace ccl::shm {
 
+// What a round says of the call it belongs to, which every peer that reads the round compares
+// with its own, exactly: ranks that disagree on a call fail with a mismatch, never compute on
+// each other's data. `what` packs everything but the count (core's CollSignature::round says how),
+// `count` is the call's count. The tag stands for both in one word, which a peer reads beside the
+// round's flag: while they fit (what < 2^34, count < 2^29) the tag is the two side by side, so
+// that equal tags are equal signatures; else it is a mix with its top bit set, and whoever
+// compares such a tag compares the whole signatures as well.
+class Signature {
+public:
+    static constexpr int kWhatBits = 34, kCountBits = 29;
+    constexpr Signature() = default;
+    constexpr explicit Signature(uint64_t what, uint64_t count = 0)
+        : what_(what), count_(count), tag_(make_tag(what, count)) {}
+    constexpr uint64_t what() const { return what_; }
+    constexpr uint64_t count() const { return count_; }
+    constexpr uint64_t tag() const { return tag_; }
+    constexpr bool exact() const { return !(tag_ >> 63); }  // the tag alone decides
+    constexpr bool operator==(const Signature& o) const {
+        return what_ == o.what_ && count_ == o.count_;
+    }
+
+private:
+    static constexpr uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        return x ^ (x >> 31);
+    }
+    static constexpr uint64_t make_tag(uint64_t what, uint64_t count) {
+        if (what >> kWhatBits == 0 && count >> kCountBits == 0) return what << kCountBits | count;
+        return uint64_t(1) << 63 | mix(what ^ mix(count)) >> 1;
+    }
+    uint64_t what_ = 0, count_ = 0, tag_ = 0;
+};
+// Describes a signature for a mismatch's message (core knows what `what` packs).
+using DescribeSignature = std::string (*)(const Signature&);
+
 class Arena {
 public:
     class Flags;
 
     static constexpr int kLanes = 64;
     static constexpr size_t kLaneBytes = 8192;
-    static constexpr size_t kEagerBytes = 376;  // an eager slot's data: 6 lines less a header
+    static constexpr size_t kEagerBytes = 368;  // an eager slot's data: 6 lines less a header
     static size_t bytes_needed(int nranks, size_t buffer_size);
 
     // Attaches to `seg`; `init` is true for the rank that created it (it lays out the header).
-    // Records this rank's pid for peer-liveness checks. `policy`: how its waits wait (wait.h).
+    // Records this process (pid and start time) for peer-liveness checks. `policy`: how its waits
+    // wait (wait.h); `describe`: how a mismatch's message shows the signatures (null: in hex).
     Arena(Segment seg, int nranks, int rank, size_t buffer_size, double timeout_s, bool init,
-          WaitPolicy policy);
+          WaitPolicy policy, DescribeSignature describe = nullptr);
     Arena(const Arena&) = delete;
     Arena& operator=(const Arena&) = delete;
 
@@ -69,11 +107,13 @@ public:
     Segment& segment() { return seg_; }
     const Segment& segment() const { return seg_; }
 
-    // Starts the next round. `signature` identifies the collective (type, count, dtype, op, root,
-    // algorithm): a peer in the same round with another signature is a usage error, never run.
-    // `bytes`: the most any rank puts in its buffer this round; up to kLaneBytes, the round uses
-    // a lane (every rank passes the same, as it follows from the signature).
-    void begin_round(uint32_t signature, size_t bytes = SIZE_MAX) {
+    // Starts the next round. `signature` identifies the call (collective, count, datatype,
+    // reduction, root, algorithm): a peer in the same round with another signature is a usage
+    // error, never run. `bytes`: the most any rank puts in its buffer this round; up to
+    // kLaneBytes, the round uses a lane (every rank passes the same, as it follows from the
+    // signature). `part`: what of the call is this rank's own where ranks' parts differ (an
+    // allgatherv's own count), for peers to check with peer_part.
+    void begin_round(const Signature& signature, size_t bytes = SIZE_MAX, uint64_t part = 0) {
         if (aborted() || failed() || any_failure()) [[unlikely]]
             check_failures();
         ++round_;
@@ -82,8 +122,17 @@ public:
         round_bytes_ = bytes;
         was_ready_ = false;
         Flag& f = flag(rank_);
-        f.near[round_ % kNearSigs].store(signature, std::memory_order_release);
-        f.sig[round_ % kSigs].store(signature, std::memory_order_release);
+        f.near[round_ % kNearSigs].store(signature.tag(), std::memory_order_relaxed);
+        SigEntry& e = f.sig[round_ % kSigs];
+        e.what.store(signature.what(), std::memory_order_relaxed);
+        e.count.store(signature.count(), std::memory_order_relaxed);
+        e.part.store(part, std::memory_order_relaxed);
+        // Peers read these after this round's first publish (release), which orders them.
+    }
+    // Peer r's `part` of the current round, once it published something in it (a flag or eager
+    // data this rank waited for).
+    uint64_t peer_part(int r) const {
+        return flag(r).sig[round_ % kSigs].part.load(std::memory_order_relaxed);
     }
     // co_await it before writing own_buffer(ahead): every rank is done with the round that used
     // that buffer before (ahead = 0: this round's buffer, 1: the next round's, which must not be
@@ -112,15 +161,18 @@ public:
     // buffer_free(), publishes its data (publish_eager, instead of ready) and is then done(); a
     // reader co_awaits eager_ready(writer), reads peer_eager(writer) and is done().
     const void* peer_eager(int peer) const { return eager_slot(peer)->data; }
+    // How many bytes the peer's slot holds this round (after eager_ready).
+    size_t peer_eager_bytes(int peer) const { return eager_slot(peer)->bytes; }
     void publish_eager(const void* data, size_t bytes) {
         std::memcpy(own_eager(), data, bytes);
-        publish_eager();
+        publish_eager(bytes);
     }
-    // The same for data written straight into this rank's slot (after buffer_free()).
+    // The same for `bytes` written straight into this rank's slot (after buffer_free()).
     void* own_eager() const { return eager_slot(rank_)->data; }
-    void publish_eager() {
+    void publish_eager(size_t bytes) {
         EagerSlot* slot = eager_slot(rank_);
-        slot->signature = signature_;
+        slot->bytes = uint32_t(bytes);
+        slot->tag = signature_.tag();
         // Its sleepers count themselves in this rank's flag's waiters (see EagerWatch).
         publish({&slot->round, &flag(rank_).waiters, rank_}, uint32_t(round_));
     }
@@ -138,7 +190,9 @@ public:
     void prefetch_next_eager(int writer) const { __builtin_prefetch(eager_slot(writer, 1)); }
     class EagerWatch;
     EagerWatch eager_ready(int peer, size_t bytes = SIZE_MAX);  // bytes: see EagerWatch
-    int32_t peer_pid(int r) const { return pid(r).load(std::memory_order_acquire); }
+    int32_t peer_pid(int r) const { return process(r).pid.load(std::memory_order_acquire); }
+    // Whether rank r's process still runs (a later process that took its pid does not count).
+    bool peer_alive(int r) const;
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
     bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -190,15 +244,19 @@ public:
 
 private:
     struct Header;
-    // Signatures kept per rank: more than the rounds a rank may run ahead of another (kLanes - 1);
-    // the last kNearSigs also beside the flag, in its cache line, which a peer reads anyway.
-    static constexpr int kSigs = 64, kNearSigs = 15;
-    static_assert(kSigs >= kLanes);
+    // Signatures kept per rank: more than the rounds a rank may begin while a peer is still in
+    // round e (kLanes: it may begin round e + kLanes, then waits for the peer), so that a rank in
+    // round e always finds a peer's entry for e; the last kNearSigs tags also beside the flag, in
+    // its cache line, which a peer reads anyway.
+    static constexpr int kSigs = kLanes + 1, kNearSigs = 7;
+    struct SigEntry {
+        std::atomic<uint64_t> what, count, part;
+    };
     // Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.
     struct alignas(128) Flag {
         std::atomic<uint32_t> seq;              // 2e-1: ready in round e, 2e: done with e
-        std::atomic<uint32_t> near[kNearSigs];  // the signature of round e at [e % kNearSigs]
-        alignas(64) std::atomic<uint32_t> sig[kSigs];  // and at [e % kSigs]
+        std::atomic<uint64_t> near[kNearSigs];  // the tag of round e at [e % kNearSigs]
+        alignas(64) SigEntry sig[kSigs];        // round e's signature at [e % kSigs]
         // Peers sleeping on seq's futex (or on this rank's eager slots). On a line of its own:
         // every publish loads it right after storing seq, and while a peer polls seq that store
         // waits for the line to come back, which a load from the same line would wait for too.
@@ -206,7 +264,8 @@ private:
     };
     struct alignas(64) EagerSlot {
         std::atomic<uint32_t> round;  // the low bits of the round that published it
-        uint32_t signature;
+        uint32_t bytes;               // of data
+        uint64_t tag;                 // the round's Signature::tag
         char data[kEagerBytes];
     };
     EagerSlot* eager_slot(int r, uint64_t ahead = 0) const {  // rank r's slot, this round + ahead
@@ -217,6 +276,9 @@ private:
     // the data is there after all (true). Publishes this rank's flag first.
     bool eager_or_mismatch(int peer, EagerSlot* slot);
     [[noreturn]] void fail_mismatch(int peer);  // `peer` ran another collective in this round
+    // Rank r's whole signature for the current round; false if r ran so far ahead that its entry
+    // may hold a later round's (only a rank done with the round can see that).
+    bool peer_signature(int r, Signature* sig) const;
     // When a wait started and when to look at the peer's pid next.
     struct WaitClock {
         bool started = false;
@@ -226,7 +288,11 @@ private:
     static size_t header_bytes(int nranks);
     static size_t flags_bytes(int nranks);
     Header* header() const;
-    std::atomic<int32_t>& pid(int r) const;
+    struct Process {  // a rank's process, told apart from a later one with its pid
+        std::atomic<int32_t> pid;
+        std::atomic<uint64_t> start;  // ProcessId::start
+    };
+    Process& process(int r) const;
     Flag& flag(int r) const {
         return reinterpret_cast<Flag*>(static_cast<char*>(seg_.data()) + flags_offset_)[r];
     }
@@ -254,6 +320,7 @@ private:
     // begin_round's checks, out of line: throws if aborted, failed, or a peer failed.
     [[gnu::cold, gnu::noinline]] void check_failures();
     void check_signature(int r, uint32_t seen);
+    void check_whole_signature(int r);  // fails unless r's whole signature is this round's
 
     Segment seg_;
     int nranks_;
@@ -271,7 +338,8 @@ private:
     size_t round_bytes_ = 0;              // begin_round's `bytes`
     bool was_ready_ = false;              // this rank published ready in the current round
     uint64_t known_done_ = 0;             // every rank is known to be done with rounds <= this
-    uint32_t signature_ = 0;
+    Signature signature_;
+    DescribeSignature describe_;
     std::atomic<bool> failed_{false};
     std::atomic<int> failure_code_{CCL_SUCCESS};
     std::atomic<bool> aborted_{false};  // set by abort(), from any thread
@@ -358,7 +426,7 @@ public:
     bool await_ready() {
         touch();  // first: the misses on the slot's lines overlap
         if (!arena_.aborted() && slot_->round.load(std::memory_order_acquire) == target_ &&
-            slot_->signature == arena_.signature_) [[likely]]
+            slot_->tag == arena_.signature_.tag() && arena_.signature_.exact()) [[likely]]
             return true;
         return ready();
     }

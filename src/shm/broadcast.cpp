@@ -7,7 +7,7 @@
 
 namespace ccl::shm {
 
-void broadcast_eager(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
+void broadcast_eager(Arena& arena, Signature sig, void* buf, size_t bytes, int root) {
     arena.begin_round(sig, bytes);
     if (arena.rank() == root) {
         wait_now(arena.buffer_free());
@@ -20,7 +20,7 @@ void broadcast_eager(Arena& arena, uint32_t sig, void* buf, size_t bytes, int ro
     arena.done();
 }
 
-Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
+Task broadcast(Arena& arena, Signature sig, void* buf, size_t bytes, int root) {
     if (bytes > 0 && bytes <= Arena::kEagerBytes) {  // as broadcast_eager
         arena.begin_round(sig, bytes);
         if (arena.rank() == root) {
@@ -51,7 +51,7 @@ Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
     }
 }
 
-Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root) {
+Task broadcast_cma(Arena& arena, Signature sig, void* buf, size_t bytes, int root) {
     // Both ranks say where their buffer is; then the root writes the second half straight into
     // the other's buffer while the other reads the first half straight from the root's: each
     // core copies half, where through the arena one core copies all of it in and the other all
@@ -59,15 +59,14 @@ Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root
     const int me = arena.rank(), peer = 1 - me;
     arena.begin_round(sig);
     co_await arena.buffer_free();
-    share_addresses(arena, buf, buf);
+    share_extents(arena, {buf, bytes, buf, bytes});
     co_await arena.all_ready();
-    char* const theirs = peer_output(arena, peer);
     const size_t half = bytes / 2 / 64 * 64;
     if (me == root)
-        cma_write(arena.peer_pid(peer), theirs + half, static_cast<char*>(buf) + half,
-                  bytes - half);
+        cma_write(arena.peer_pid(peer), peer_recv(arena, peer, half, bytes - half),
+                  static_cast<char*>(buf) + half, bytes - half);
     else
-        cma_read(arena.peer_pid(peer), buf, theirs, half);
+        cma_read(arena.peer_pid(peer), buf, peer_send(arena, peer, 0, half), half);
     arena.done();
     co_await arena.all_done();  // until then the peer copies from or into this rank's buffer
 }

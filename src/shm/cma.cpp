@@ -302,7 +302,7 @@ double cma_probe(pid_t pid, const void* remote, size_t bytes) {
     return best;
 }
 
-Task cma_copy_costs(Arena& arena, uint32_t sig, size_t bytes, int reps, bool kernel_too,
+Task cma_copy_costs(Arena& arena, Signature sig, size_t bytes, int reps, bool kernel_too,
                     double* kernel_ns, double* user_ns) {
     const int next = (arena.rank() + 1) % arena.nranks();
     std::vector<char> mine(bytes), into(bytes);  // mine: what the previous rank reads

@@ -17,6 +17,7 @@
 namespace ccl::shm {
 
 class Arena;
+class Signature;
 
 // Copies `bytes` from `remote` in process `pid` to `local`. Throws ccl::Error on failure.
 void cma_read(pid_t pid, void* local, const void* remote, size_t bytes);
@@ -77,7 +78,7 @@ double cma_probe(pid_t pid, const void* remote, size_t bytes);
 // them). *kernel_ns and *user_ns get the fastest of each (nanoseconds), a negative *kernel_ns
 // where a read failed or none was made; never throws a copy's failure. `bytes` must fit an arena
 // buffer.
-Task cma_copy_costs(Arena& arena, uint32_t sig, size_t bytes, int reps, bool kernel,
+Task cma_copy_costs(Arena& arena, Signature sig, size_t bytes, int reps, bool kernel,
                     double* kernel_ns, double* user_ns);
 // Whether the kernel's copies are dear by the byte: a copy from a peer through the kernel took
 // `kernel_ns` where memcpy from the arena took `user_ns`. Then a single copy costs more than the

@@ -35,23 +35,35 @@ private:
     T* p_;
 };
 
-// Single-copy rounds (allreduce_cma, reduce_cma, broadcast_cma). share_addresses puts where this
-// rank's input and output are in its own buffer and says it is ready; once all are, peer_output is
-// where rank r's output is, and read_peer_parts copies bytes [at, at + len) of each peer's input
-// into this rank's scratch pieces (`piece` bytes apart, the next rank first so that ranks read
-// different peers) and points srcs at them, srcs[rank] at `mine` + at.
-void share_addresses(Arena& arena, const void* send, void* recv);
-char* peer_output(const Arena& arena, int r);
-void read_peer_parts(const Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
+// Single-copy rounds (allreduce_cma, reduce_cma, broadcast_cma, allgatherv_cma). share_extents
+// puts where this rank's input and output are, and how many bytes of each the peers may touch,
+// in its own buffer and says it is ready; once all are, peer_send and peer_recv give bytes
+// [at, at + len) of rank r's input and output, after checking that they lie within what r
+// declared (else the call fails as a mismatch: ranks that disagree never read or write past a
+// buffer). read_peer_parts copies bytes [at, at + len) of each peer's input into this rank's
+// scratch pieces (`piece` bytes apart, the next rank first so that ranks read different peers)
+// and points srcs at them, srcs[rank] at `mine` + at.
+struct Extents {
+    const void* send;
+    size_t send_bytes;
+    void* recv;
+    size_t recv_bytes;
+};
+void share_extents(Arena& arena, const Extents& mine);
+const char* peer_send(Arena& arena, int r, size_t at, size_t len);
+char* peer_recv(Arena& arena, int r, size_t at, size_t len);
+void read_peer_parts(Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
                      size_t piece, PerRank<const void*>& srcs);
 
 // Small messages: every rank copies its input in, then reduces all ranks' buffers itself.
 // One synchronisation per chunk.
-Task allreduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_direct(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                       ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Several small allreduces at once: every input packed into the buffer, one synchronisation.
-// The parts' packed sizes (packed_size) must add up to at most the arena's buffer size.
+// Their description (packed_size(fused_description_bytes)) and the parts' packed sizes
+// (packed_size) must fit the arena's buffer. Every rank checks that each peer's parts (count,
+// datatype, reduction) are its own: the signature only counts them.
 struct AllreducePart {
     const void* send;
     void* recv;
@@ -59,64 +71,69 @@ struct AllreducePart {
     ccl_datatype_t dtype;
     ccl_reduction_t op;
 };
-Task allreduce_direct_multi(Arena& arena, uint32_t sig, const std::vector<AllreducePart>& parts);
+Task allreduce_direct_multi(Arena& arena, Signature sig, const std::vector<AllreducePart>& parts);
 // Bytes a part of `bytes` takes in the buffer (cache-line aligned, so parts never share a line).
 inline size_t packed_size(size_t bytes) { return (bytes + 63) / 64 * 64; }
+// Bytes the description of n fused parts takes after them.
+inline size_t fused_description_bytes(size_t n) { return 16 * n; }
 
 // Large messages: per chunk, every rank reduces one slice of all ranks' inputs (reduce-scatter),
 // then copies every slice out (all-gather); all ranks work at once.
-Task allreduce_rsag(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Large messages, single copy (shm/cma.h): every rank reduces its slice of all ranks' inputs,
 // read straight from their memory, into its output; then copies the other slices from their
 // owners' outputs. Two synchronisations whatever the size. Needs the arena's buffer size divided
 // by (ranks - 1) to be at least 64 bytes.
-Task allreduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op);
 
 // The root copies chunks in, the others copy them out; a reader can lag the root by a chunk.
-Task broadcast(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
+Task broadcast(Arena& arena, Signature sig, void* buf, size_t bytes, int root);
 // Two ranks, single copy (shm/cma.h): the root writes one half straight into the other rank's
 // buffer while that rank reads the other half straight from the root's.
-Task broadcast_cma(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
+Task broadcast_cma(Arena& arena, Signature sig, void* buf, size_t bytes, int root);
 
-Task barrier(Arena& arena, uint32_t sig);
+Task barrier(Arena& arena, Signature sig);
 
 // Reduction to `root` only. Small messages: every rank copies in, the root reduces. Large ones:
 // every rank reduces a slice of each chunk, then the root gathers the slices.
-Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_direct(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op, int root);
-Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_split(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root);
 // Large messages, single copy (shm/cma.h): every rank reduces its slice of all inputs, read
 // straight from their memory, and writes it into the root's output. One synchronisation whatever
 // the size; needs the arena's buffer size divided by the ranks to be at least 64 bytes.
-Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                 ccl_datatype_t dtype, ccl_reduction_t op, int root);
 
 // The blocking forms of the small cases (Step::run): the same rounds as the coroutines above, as
 // plain functions that block in their waits, so that a blocking call makes no coroutine frame.
 // broadcast, reduce_direct and allreduce_direct of 1 to Arena::kEagerBytes bytes, allgather(v)
 // whose largest block is that small, and barrier.
-void broadcast_eager(Arena& arena, uint32_t sig, void* buf, size_t bytes, int root);
-void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+void broadcast_eager(Arena& arena, Signature sig, void* buf, size_t bytes, int root);
+void reduce_eager(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root);
-void allreduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+void allreduce_eager(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                      ccl_datatype_t dtype, ccl_reduction_t op);
-void allgatherv_eager(Arena& arena, uint32_t sig, const void* send, void* recv,
+void allgatherv_eager(Arena& arena, Signature sig, const void* send, void* recv,
                       const std::vector<size_t>& counts, ccl_datatype_t dtype);
-void barrier_now(Arena& arena, uint32_t sig);
+void barrier_now(Arena& arena, Signature sig);
 
 // Rank r contributes counts[r] elements; recv gets every block, packed in rank order. Per round
 // every rank copies up to a buffer of its block in and every peer's piece out; where the largest
 // block fits an eager slot, one eager round (each rank's block crosses with the news of it).
-Task allgatherv(Arena& arena, uint32_t sig, const void* send, void* recv,
-                const std::vector<size_t>& counts, ccl_datatype_t dtype);
+// `given`: the counts came with the call (an allgatherv; else all are the signature's count):
+// every rank then checks each peer's own count against its counts in the first round, and goes
+// eager only where all blocks together fit a slot, which every rank decides alike.
+Task allgatherv(Arena& arena, Signature sig, const void* send, void* recv,
+                const std::vector<size_t>& counts, ccl_datatype_t dtype, bool given);
 
 // send holds nranks blocks of `count` elements; recv gets the reduction of block `rank`. Per
 // round every rank copies a piece of each peer's block in and reduces its own block's pieces.
-Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_scatter(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Block j of send (sendcounts[j] elements) to rank j. In the first round every rank publishes a
@@ -126,17 +143,18 @@ Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, si
 // rank's largest block reaches `cma_min` bytes (shm/cma.h; SIZE_MAX: never), or is larger than a
 // round's share and single copy is allowed, and is below `cma_max`, every block goes straight from
 // sender to receiver; else through the arena, in pieces.
-Task alltoallv(Arena& arena, uint32_t sig, const void* send, const size_t* sendcounts, void* recv,
+Task alltoallv(Arena& arena, Signature sig, const void* send, const size_t* sendcounts, void* recv,
                const size_t* recvcounts, ccl_datatype_t dtype, size_t cma_min, size_t cma_max);
 
 // alltoall with every block `block` bytes, all of them fitting one lane (n x block <= kLaneBytes):
 // one round, every rank's whole send buffer in its lane.
-Task alltoall_lane(Arena& arena, uint32_t sig, const void* send, void* recv, size_t block);
+Task alltoall_lane(Arena& arena, Signature sig, const void* send, void* recv, size_t block);
 
-// Single-copy variants (shm/cma.h): every rank publishes its output's address and writes its
-// block straight into every peer's; it returns once every rank is done writing.
-Task allgatherv_cma(Arena& arena, uint32_t sig, const void* send, void* recv,
-                    const std::vector<size_t>& counts, ccl_datatype_t dtype);
+// Single-copy variants (shm/cma.h): every rank publishes its output's extent and writes its
+// block straight into every peer's; it returns once every rank is done writing. `given`: as
+// allgatherv's.
+Task allgatherv_cma(Arena& arena, Signature sig, const void* send, void* recv,
+                    const std::vector<size_t>& counts, ccl_datatype_t dtype, bool given);
 
 // Where each of n packed blocks of counts[r] elements starts, in bytes, and (entry n) where they
 // end.

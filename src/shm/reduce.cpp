@@ -9,7 +9,7 @@
 
 namespace ccl::shm {
 
-void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+void reduce_eager(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks();
     const size_t bytes = count * dtype_size(dtype);
@@ -31,7 +31,7 @@ void reduce_eager(Arena& arena, uint32_t sig, const void* send, void* recv, size
     arena.done();
 }
 
-Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_direct(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks();
     const size_t esize = dtype_size(dtype),
@@ -75,7 +75,7 @@ Task reduce_direct(Arena& arena, uint32_t sig, const void* send, void* recv, siz
     }
 }
 
-Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_split(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype),
@@ -121,7 +121,7 @@ Task reduce_split(Arena& arena, uint32_t sig, const void* send, void* recv, size
     }
 }
 
-Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                 ccl_datatype_t dtype, ccl_reduction_t op, int root) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype);
@@ -132,9 +132,8 @@ Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t
     // system call elsewhere.
     arena.begin_round(sig);
     co_await arena.buffer_free();
-    share_addresses(arena, send, recv);
+    share_extents(arena, {send, count * esize, recv, me == root ? count * esize : 0});
     co_await arena.all_ready();
-    char* const root_out = peer_output(arena, root);
     co_await arena.buffer_free(1);
     // n - 1 pieces for the peers' parts and, off the root, one for the result.
     char* scratch = static_cast<char*>(arena.own_buffer(1));
@@ -148,7 +147,7 @@ Task reduce_cma(Arena& arena, uint32_t sig, const void* send, void* recv, size_t
             reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
         } else {
             reduce(result, srcs.data(), n, len / esize, dtype, op, n);
-            cma_write(arena.peer_pid(root), root_out + at, result, len);
+            cma_write(arena.peer_pid(root), peer_recv(arena, root, at, len), result, len);
         }
     }
     arena.done();

@@ -7,7 +7,7 @@
 
 namespace ccl::shm {
 
-Task reduce_scatter(Arena& arena, uint32_t sig, const void* send, void* recv, size_t count,
+Task reduce_scatter(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype);

@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace ccl::shm {
@@ -58,30 +60,64 @@ void heavy_fence() {
         std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-bool process_alive(int pid) {
-    if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-    // "pid (comm) S ...": the state follows the last ')' (comm may hold anything).
-    char buf[512];
-    std::string path = "/proc/" + std::to_string(pid) + "/stat";
+namespace {
+
+// /proc/<pid>/stat after its command ("pid (comm) S ..."): the fields from the state on, which
+// follow the last ')' (comm may hold anything); empty if the process is gone. `gone` tells a
+// missing file (the process is gone) from one that cannot be read.
+std::string stat_fields(int pid, bool* gone) {
+    char buf[1024];
+    const std::string path = "/proc/" + std::to_string(pid) + "/stat";
     FILE* f = std::fopen(path.c_str(), "r");
-    if (!f) return errno != ENOENT;
+    *gone = !f && errno == ENOENT;
+    if (!f) return {};
     size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
     std::fclose(f);
     buf[n] = '\0';
     std::string stat(buf);
     size_t close = stat.rfind(')');
-    if (close == std::string::npos || close + 2 >= stat.size()) return true;
-    char state = stat[close + 2];
+    if (close == std::string::npos || close + 2 >= stat.size()) return {};
+    return stat.substr(close + 2);
+}
+
+// The start time, the 20th field after the state (the stat file's 22nd).
+uint64_t start_of(const std::string& fields) {
+    const char* p = fields.c_str();
+    for (int i = 0; i < 19 && p; ++i) {
+        p = std::strchr(p, ' ');
+        if (p) ++p;
+    }
+    return p ? std::strtoull(p, nullptr, 10) : 0;
+}
+
+}  // namespace
+
+uint64_t process_start(int pid) {
+    bool gone;
+    return start_of(stat_fields(pid, &gone));
+}
+
+ProcessId this_process() { return {int32_t(::getpid()), process_start(::getpid())}; }
+
+bool process_alive(int pid) { return process_alive(ProcessId{pid, 0}); }
+
+bool process_alive(const ProcessId& p) {
+    if (::kill(p.pid, 0) != 0 && errno == ESRCH) return false;
+    bool gone;
+    const std::string fields = stat_fields(p.pid, &gone);
+    if (fields.empty()) return !gone;
+    const char state = fields[0];
     if (state == 'Z' || state == 'X') return false;
     // Field 9, the kernel's task flags: PF_EXITING (0x4) is set from the start of exit, before
     // the memory goes (a peer read then fails with EFAULT) and long before the zombie.
     int ppid, pgrp, session, tty, tpgid;
     unsigned flags = 0;
-    if (std::sscanf(stat.c_str() + close + 3, "%d %d %d %d %d %u", &ppid, &pgrp, &session, &tty,
-                    &tpgid, &flags) == 6 &&
+    if (std::sscanf(fields.c_str() + 1, "%d %d %d %d %d %u", &ppid, &pgrp, &session, &tty, &tpgid,
+                    &flags) == 6 &&
         (flags & 0x4u))
         return false;
-    return true;
+    // A later process with the pid of a dead one is not it.
+    return p.start == 0 || start_of(fields) == p.start;
 }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {

@@ -145,6 +145,41 @@ TEST(Mismatch, ReductionAndRoot) {
                             {"reduce", 1000, CCL_FLOAT32, CCL_SUM, 1}, "reduce root", false);
 }
 
+// Counts whose 32-bit round digests (ccl before 2026-12, FNV-1a over the call's fields and the
+// algorithm, folded to 32 bits) were equal, in pairs that a birthday search finds in a second, each
+// for the algorithm both counts take in one of the two regimes ctest runs this in (float32, sum,
+// root 0): through the arena (CCL_SINGLE_COPY=0, CCL_ALLREDUCE_DIRECT_MAX=1G) or single copy
+// (CCL_CMA_MIN=4K, CCL_ALLGATHER_CMA_MAX=1G, CCL_ALLREDUCE=cma). With that digest every rank
+// returned success with wrong data, or single copy wrote past the smaller rank's buffer. Every
+// field of a round's signature is now compared exactly: every call fails.
+TEST(Mismatch, CountsWhoseOldDigestsCollided) {
+    const char* regime = std::getenv("CCL_TEST_COLLIDE");
+    if (!regime) GTEST_SKIP() << "run by ctest with CCL_TEST_COLLIDE=arena or =cma";
+    const bool cma = std::string(regime) == "cma";
+    struct Pair {
+        const char* coll;
+        size_t a, b;
+    };
+    const std::vector<Pair> pairs =
+        cma ? std::vector<Pair>{{"allgather", 4102, 74591},
+                                // Two ranks split a broadcast single copy, more take the arena.
+                                g_size == 2 ? Pair{"broadcast", 10223, 75836}
+                                            : Pair{"broadcast", 47816, 123187},
+                                {"reduce", 33457, 188346},
+                                {"allreduce", 80230, 84231}}
+            : std::vector<Pair>{{"allgather", 64956, 82553},
+                                {"broadcast", 47816, 123187},
+                                {"reduce", 63814, 126552},
+                                {"allreduce", 9122, 18737}};
+    for (const Pair& p : pairs) {
+        // A reduce's non-roots and a broadcast's root read nothing of the odd rank's: they may
+        // finish, the others fail (see expect_error_everywhere).
+        const bool strict = std::string(p.coll) != "reduce" && std::string(p.coll) != "broadcast";
+        expect_error_everywhere({p.coll, p.a, CCL_FLOAT32, CCL_SUM, 0},
+                                {p.coll, p.b, CCL_FLOAT32, CCL_SUM, 0}, p.coll, strict);
+    }
+}
+
 // Whether this rank can read the next rank's memory with process_vm_readv (what single copy
 // needs: ptrace rules and seccomp may forbid it), agreed by all ranks.
 bool single_copy_works() {

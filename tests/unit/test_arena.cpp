@@ -1,11 +1,14 @@
 // The shared-memory arena and algorithms with ranks as threads, each with its own mapping of the
 // segment (as separate processes would have), plus a forked peer that dies.
 #include <gtest/gtest.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +21,7 @@ namespace {
 
 using ccl::shm::Arena;
 using ccl::shm::Segment;
+using Sig = ccl::shm::Signature;
 
 const ccl::shm::JobId kJob{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
@@ -59,20 +63,21 @@ TEST(Arena, AllreduceAndBroadcastLoops) {
                 std::vector<int32_t> in(count), out(count);
                 for (size_t i = 0; i < count; ++i) in[i] = int32_t(r * 1000 + it + int(i));
                 if (it % 2)
-                    ccl::shm::allreduce_direct(a, 1, in.data(), out.data(), count, CCL_INT32,
+                    ccl::shm::allreduce_direct(a, Sig(1), in.data(), out.data(), count, CCL_INT32,
                                                CCL_SUM)
                         .run_blocking();
                 else
-                    ccl::shm::allreduce_rsag(a, 2, in.data(), out.data(), count, CCL_INT32, CCL_SUM)
+                    ccl::shm::allreduce_rsag(a, Sig(2), in.data(), out.data(), count, CCL_INT32,
+                                             CCL_SUM)
                         .run_blocking();
                 for (size_t i = 0; i < count; ++i)
                     if (out[i] != n * (it + int(i)) + 1000 * n * (n - 1) / 2) ++wrong;
                 int root = it % n;
                 std::vector<int32_t> buf(count, r == root ? it : -1);
-                ccl::shm::broadcast(a, 3, buf.data(), count * 4, root).run_blocking();
+                ccl::shm::broadcast(a, Sig(3), buf.data(), count * 4, root).run_blocking();
                 for (int32_t v : buf)
                     if (v != it) ++wrong;
-                if (it % 10 == 0) ccl::shm::barrier(a, 4).run_blocking();
+                if (it % 10 == 0) ccl::shm::barrier(a, Sig(4)).run_blocking();
             }
         });
         EXPECT_EQ(wrong.load(), 0) << n << " ranks";
@@ -93,7 +98,7 @@ TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
         Arena& a = *arenas[size_t(r)];
         auto bcast = [&](int it, size_t count) {
             std::vector<int32_t> buf(count, r == 0 ? it * 7 : -1);
-            ccl::shm::broadcast(a, 3, buf.data(), count * 4, 0).run_blocking();
+            ccl::shm::broadcast(a, Sig(3), buf.data(), count * 4, 0).run_blocking();
             for (int32_t v : buf)
                 if (v != it * 7) ++wrong;
         };
@@ -117,7 +122,7 @@ TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
         for (int it = 0; it < 40; ++it) {
             bcast(100 + it, it % 5 == 0 ? 3000 : 5);
             int32_t x = r + it, sum = -1;
-            ccl::shm::reduce_direct(a, 5, &x, &sum, 1, CCL_INT32, CCL_SUM, 1).run_blocking();
+            ccl::shm::reduce_direct(a, Sig(5), &x, &sum, 1, CCL_INT32, CCL_SUM, 1).run_blocking();
             if (r == 1 && sum != n * it + n * (n - 1) / 2) ++wrong;
         }
     });
@@ -128,7 +133,7 @@ TEST(Arena, SmallRoundsRunAheadByTheirLanes) {
 TEST(Arena, TimeoutWhenAPeerNeverComes) {
     auto arenas = make_arenas(2, 4096, 0.2);
     try {
-        ccl::shm::barrier(*arenas[0], 4).run_blocking();
+        ccl::shm::barrier(*arenas[0], Sig(4)).run_blocking();
         FAIL() << "barrier returned without its peer";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT);
@@ -137,7 +142,7 @@ TEST(Arena, TimeoutWhenAPeerNeverComes) {
     EXPECT_TRUE(arenas[0]->failed());
     // The peer that comes late learns that rank 0 failed instead of waiting out its own timeout.
     try {
-        ccl::shm::barrier(*arenas[1], 4).run_blocking();
+        ccl::shm::barrier(*arenas[1], Sig(4)).run_blocking();
         FAIL() << "barrier returned although rank 0 failed";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT);
@@ -155,7 +160,7 @@ TEST(Arena, LongPollingStillEndsAtTheDeadline) {
     a.segment().unlink();
     const auto start = std::chrono::steady_clock::now();
     try {
-        ccl::shm::barrier(a, 4).run_blocking();
+        ccl::shm::barrier(a, Sig(4)).run_blocking();
         FAIL() << "barrier returned without its peer";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_TIMEOUT) << e.what();
@@ -170,15 +175,122 @@ TEST(Arena, MismatchedCollectivesAreRefused) {
         try {
             int32_t x = 1;
             if (r == 0)
-                ccl::shm::barrier(*arenas[0], 4).run_blocking();
+                ccl::shm::barrier(*arenas[0], Sig(4)).run_blocking();
             else
-                ccl::shm::allreduce_direct(*arenas[1], 1, &x, &x, 1, CCL_INT32, CCL_SUM)
+                ccl::shm::allreduce_direct(*arenas[1], Sig(1), &x, &x, 1, CCL_INT32, CCL_SUM)
                     .run_blocking();
         } catch (const ccl::Error& e) {
             if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
         }
     });
     EXPECT_EQ(usage_errors.load(), 2);
+}
+
+TEST(Signature, TagsAreExactWhereTheyFit) {
+    // Within the tag's fields, the tag is the signature itself: equal tags, equal signatures.
+    const uint64_t whats[] = {0, 1, (uint64_t(1) << Sig::kWhatBits) - 1};
+    const uint64_t counts[] = {0, 1, 17206, 2245492, (uint64_t(1) << Sig::kCountBits) - 1};
+    std::vector<Sig> all;
+    for (uint64_t w : whats)
+        for (uint64_t c : counts) all.push_back(Sig(w, c));
+    for (const Sig& a : all) {
+        EXPECT_TRUE(a.exact());
+        for (const Sig& b : all) EXPECT_EQ(a.tag() == b.tag(), a == b);
+    }
+    // Beyond them the tag says so, and never equals an exact one.
+    const Sig wide_count(1, uint64_t(1) << Sig::kCountBits), wide_what(uint64_t(1) << 40, 1);
+    EXPECT_FALSE(wide_count.exact());
+    EXPECT_FALSE(wide_what.exact());
+    for (const Sig& a : all) {
+        EXPECT_NE(a.tag(), wide_count.tag());
+        EXPECT_NE(a.tag(), wide_what.tag());
+    }
+}
+
+TEST(Arena, WideSignaturesAreComparedWhole) {
+    // Counts past the tag's fields: the tags are mixes, and the rounds compare the whole
+    // signatures (a reduce's non-root runs ahead through the lanes, its root checks each).
+    const uint64_t big = uint64_t(1) << 40;
+    auto arenas = make_arenas(2, 4096, 10);
+    std::atomic<int> usage_errors{0}, wrong{0};
+    on_every_rank(2, [&](int r) {
+        try {
+            for (int it = 0; it < 100; ++it) {
+                int32_t x = r + it, sum = -1;
+                ccl::shm::reduce_direct(*arenas[size_t(r)], Sig(7, big + uint64_t(it)), &x, &sum, 1,
+                                        CCL_INT32, CCL_SUM, 0)
+                    .run_blocking();
+                if (r == 0 && sum != 2 * it + 1) ++wrong;
+            }
+            // The same tag's neighbour on the odd rank: found whole.
+            int32_t x = 1;
+            ccl::shm::allreduce_direct(*arenas[size_t(r)], Sig(7, big + uint64_t(r)), &x, &x, 1,
+                                       CCL_INT32, CCL_SUM)
+                .run_blocking();
+        } catch (const ccl::Error& e) {
+            if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
+        }
+    });
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(usage_errors.load(), 2);
+}
+
+// Whether this process may write into its own memory with process_vm_writev (single copy).
+bool single_copy_works() {
+    int from = 1, to = 0;
+    iovec l{&from, sizeof from}, r{&to, sizeof to};
+    return ::process_vm_writev(::getpid(), &l, 1, &r, 1, 0) == ssize_t(sizeof to) && to == 1;
+}
+
+TEST(Arena, SingleCopyNeverWritesPastADeclaredBuffer) {
+    // Two ranks that sign an allgather alike but disagree on the counts (the signature would
+    // catch that; here it is bypassed): the rank with the larger block would write past the
+    // other's output. The extents the receiver shared stop it, and the bytes past its output stay
+    // as they were.
+    if (!single_copy_works()) GTEST_SKIP() << "single copy is not allowed here";
+    auto arenas = make_arenas(2, 4096, 10);
+    constexpr size_t kSmall = 256, kLarge = 4096, kGuard = 1 << 16;
+    std::vector<std::vector<int32_t>> out(2);
+    std::atomic<int> usage_errors{0};
+    on_every_rank(2, [&](int r) {
+        const std::vector<size_t> counts{kSmall, r == 0 ? kSmall : kLarge};
+        out[size_t(r)].assign(counts[0] + counts[1] + kGuard, -1);
+        std::vector<int32_t> mine(counts[size_t(r)], r + 1);
+        try {
+            ccl::shm::allgatherv_cma(*arenas[size_t(r)], Sig(11, 2 * kSmall), mine.data(),
+                                     out[size_t(r)].data(), counts, CCL_INT32, false)
+                .run_blocking();
+        } catch (const ccl::Error& e) {
+            if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
+        }
+    });
+    EXPECT_GE(usage_errors.load(), 1);
+    size_t touched = 0;
+    for (size_t i = 2 * kSmall; i < out[0].size(); ++i) touched += out[0][i] != -1;
+    EXPECT_EQ(touched, 0u) << "rank 1 wrote past rank 0's output";
+}
+
+TEST(Arena, AllgathervCountsAreCheckedExactly) {
+    // Same total, counts split otherwise: the signature agrees, each rank's own count does not.
+    for (bool large : {false, true}) {
+        auto arenas = make_arenas(2, 4096, 10);
+        const size_t total = large ? 8192 : 64;
+        std::atomic<int> usage_errors{0};
+        on_every_rank(2, [&](int r) {
+            const std::vector<size_t> counts =
+                r == 0 ? std::vector<size_t>{total / 2, total / 2}
+                       : std::vector<size_t>{total / 4, total - total / 4};
+            std::vector<int32_t> mine(counts[size_t(r)], r + 1), out(total, 0);
+            try {
+                ccl::shm::allgatherv(*arenas[size_t(r)], Sig(8, total), mine.data(), out.data(),
+                                     counts, CCL_INT32, true)
+                    .run_blocking();
+            } catch (const ccl::Error& e) {
+                if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
+            }
+        });
+        EXPECT_EQ(usage_errors.load(), 2) << (large ? "through the buffers" : "eager");
+    }
 }
 
 TEST(Arena, DeadPeerIsNoticed) {
@@ -197,13 +309,67 @@ TEST(Arena, DeadPeerIsNoticed) {
     a.segment().unlink();
     auto start = std::chrono::steady_clock::now();
     try {
-        ccl::shm::barrier(a, 4).run_blocking();
+        ccl::shm::barrier(a, Sig(4)).run_blocking();
         FAIL() << "barrier returned without its peer";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_PEER_FAILURE) << e.what();
         EXPECT_NE(std::string(e.what()).find("died"), std::string::npos) << e.what();
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// Forks a child that sleeps until killed with pid `pid`, by setting the kernel's last pid just
+// before it (root only; the pid must be free); -1 if that did not work out.
+pid_t fork_with_pid(pid_t pid) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        FILE* f = std::fopen("/proc/sys/kernel/ns_last_pid", "w");
+        if (!f) return -1;
+        std::fprintf(f, "%d", int(pid) - 1);
+        if (std::fclose(f) != 0) return -1;
+        pid_t child = fork();
+        if (child == 0) {
+            pause();
+            _exit(0);
+        }
+        if (child == pid) return child;
+        if (child > 0) {
+            kill(child, SIGKILL);
+            waitpid(child, nullptr, 0);
+        }
+    }
+    return -1;
+}
+
+TEST(Arena, DeadPeerWhosePidWasReusedIsNoticed) {
+    std::string name = unique_name();
+    size_t bytes = Arena::bytes_needed(2, 4096);
+    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 20, true, ccl::shm::wait_policy(2));
+    pid_t child = fork();
+    if (child == 0) {  // maps the arena as rank 1, then dies without a word
+        Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 20, false,
+                   ccl::shm::wait_policy(2));
+        _exit(0);
+    }
+    ASSERT_GT(child, 0);
+    ASSERT_EQ(waitpid(child, nullptr, 0), child);
+    a.segment().unlink();
+    // Another process now runs with the dead rank's pid, started a few clock ticks later (start
+    // times count ticks of 10 ms; a pid comes round again only after the kernel went through all
+    // others, far longer than a tick).
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const pid_t other = fork_with_pid(child);
+    if (other < 0)
+        GTEST_SKIP() << "cannot choose a child's pid here (/proc/sys/kernel/ns_last_pid)";
+    auto start = std::chrono::steady_clock::now();
+    try {
+        ccl::shm::barrier(a, Sig(4)).run_blocking();
+        ADD_FAILURE() << "barrier returned without its peer";
+    } catch (const ccl::Error& e) {
+        EXPECT_EQ(e.code(), CCL_ERROR_PEER_FAILURE) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    kill(other, SIGKILL);
+    waitpid(other, nullptr, 0);
 }
 
 TEST(Segment, CreateRefusesAnExistingNameAndCleansUp) {

@@ -775,7 +775,8 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
 
 int run_local(const Options& o) {
     Fd signals = handle_signals();
-    ccl::kvs::Server server(ccl::config().kvs_iface);
+    ccl::kvs::Server server(ccl::config().kvs_iface, 0, std::nullopt,
+                            ccl::kvs::ServerLimits::for_job(o.nranks));
     cclrun::JobSpec spec;
     spec.kvs_address = server.address();
     spec.size = spec.local_size = o.nranks;
@@ -838,7 +839,8 @@ int run_hosts(const Options& o) {
     cclrun::launcher_argv(o.launcher, "", {});  // a usage error before anything starts
 
     Fd signals = handle_signals();
-    ccl::kvs::Server server(ccl::config().kvs_iface);
+    ccl::kvs::Server server(ccl::config().kvs_iface, 0, std::nullopt,
+                            ccl::kvs::ServerLimits::for_job(size));
     if (server.address().rfind("127.", 0) == 0 && placements.size() > 1) {
         say("warning: the KVS is at a loopback address (" +
             server.address().substr(0, server.address().find('/')) +

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libhwloc-dev libnuma-dev libspdlog-dev libfmt-dev libfabric-dev libze-dev libgtest-dev
+  # OpenSSL's libcrypto: HMAC-SHA-256 for the KVS handshake (src/kvs/secret.cpp)
+  libssl-dev
   procps util-linux
   # fake nodes on one machine (tools/fakenodes, tests/multinode): ip for namespaces, veths, bridges
   iproute2

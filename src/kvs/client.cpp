@@ -1,7 +1,9 @@
 // The KVS client: one TCP connection, one request at a time under a mutex. Every wait is a poll()
 // against the call's deadline. After a timeout or a broken connection the socket is closed, so a
 // late reply can never be read as the answer to a later request; the next call reconnects.
-// Every connection starts with a hello carrying the job secret from the address (kvs/secret.h).
+// Every connection starts with the handshake of kvs/protocol.h over the job secret from the
+// address: nothing but a fresh nonce is sent before the server proved it knows the secret, and
+// every frame after it is sealed with this connection's keys.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -61,13 +64,22 @@ struct Client::Impl {
     double connect_timeout_s = 0;
     std::mutex mu;
     net::Fd fd;  // invalid after a failure: the next call reconnects
+    std::optional<protocol::FrameMac> to_server, from_server;  // this connection's, once proven
 
     void connect(double timeout_s);
+    // Proves the secret both ways on the fresh connection `fd`, before `deadline`.
+    void handshake(const net::Deadline& deadline, double timeout_s);
     // Sends `req` and returns the reply. `what` names the call for error messages.
     protocol::Reply call(const protocol::Request& req, double timeout_s, const std::string& what);
-    // One request and its reply on the connected socket, before `deadline`; a refusal is thrown.
+    // One frame and its reply on the connected socket, before `deadline`: sealed and opened once
+    // the handshake is done; a refusal is thrown.
     protocol::Reply exchange(const std::string& frame, const net::Deadline& deadline,
                              double timeout_s, const std::string& what);
+    void disconnect() {
+        fd.reset();
+        to_server.reset();
+        from_server.reset();
+    }
 };
 
 void Client::Impl::connect(double timeout_s) {
@@ -94,10 +106,9 @@ void Client::Impl::connect(double timeout_s) {
             fd = std::move(s);
             // Within the same deadline: a server that never answers must not hold us longer.
             try {
-                exchange(protocol::encode(protocol::hello_request(secret)), deadline, timeout_s,
-                         "this process's job secret");
+                handshake(deadline, timeout_s);
             } catch (...) {
-                fd.reset();  // a refused connection is closed by the server too
+                disconnect();  // a refused connection is closed by the server too
                 throw;
             }
             return;
@@ -113,24 +124,50 @@ void Client::Impl::connect(double timeout_s) {
                                        seconds_text(timeout_s) + " s: " + std::strerror(last_err));
 }
 
+void Client::Impl::handshake(const net::Deadline& deadline, double timeout_s) {
+    const Nonce mine = random_nonce();
+    protocol::Reply reply = exchange(protocol::encode(protocol::hello_request(mine)), deadline,
+                                     timeout_s, "proving the job secret");
+    auto challenge = protocol::parse_challenge(reply.payload);
+    // Checked before anything else is sent: a process holding the port that does not know the
+    // secret has then seen our nonce only.
+    Mac expected =
+        challenge ? proof_of(Role::server, secret, mine, challenge->server_nonce) : Mac{};
+    if (!challenge ||
+        !equal_constant_time(challenge->server_proof.data(), expected.data(), expected.size())) {
+        disconnect();
+        throw Error(CCL_ERROR_INVALID_USAGE,
+                    "the KVS at " + shown + (challenge ? " could not prove" : " did not prove") +
+                        " that it knows this job's secret: wrong job secret (it serves another "
+                        "job: a stale or foreign address, or ranks given different secrets), or "
+                        "another process holds that port; nothing was sent to it");
+    }
+    const Mac proof = proof_of(Role::client, secret, mine, challenge->server_nonce);
+    to_server.emplace(frame_key(Role::client, secret, mine, challenge->server_nonce));
+    from_server.emplace(frame_key(Role::server, secret, mine, challenge->server_nonce));
+    // The proof goes as it is (it is a MAC itself); the answer to it comes sealed.
+    exchange(protocol::encode(protocol::proof_request(proof)), deadline, timeout_s,
+             "proving the job secret");
+}
+
 protocol::Reply Client::Impl::call(const protocol::Request& req, double timeout_s,
                                    const std::string& what) {
     std::string frame = protocol::encode(req);  // size errors before touching the connection
     std::lock_guard lock(mu);
     net::Deadline deadline(timeout_s);
     if (!fd.valid()) connect(std::min(timeout_s, connect_timeout_s));
-    return exchange(frame, deadline, timeout_s, what);
+    return exchange(to_server->seal(frame), deadline, timeout_s, what);
 }
 
 protocol::Reply Client::Impl::exchange(const std::string& frame, const net::Deadline& deadline,
                                        double timeout_s, const std::string& what) {
     auto timed_out = [&] {
-        fd.reset();
+        disconnect();
         return Error(CCL_ERROR_TIMEOUT, "timed out after " + seconds_text(timeout_s) + " s " +
                                             what + " at the KVS at " + shown);
     };
     auto lost = [&](const std::string& why) {
-        fd.reset();
+        disconnect();
         return Error(CCL_ERROR_PEER_FAILURE,
                      "lost the connection to the KVS at " + shown + " " + what + ": " + why);
     };
@@ -166,7 +203,13 @@ protocol::Reply Client::Impl::exchange(const std::string& frame, const net::Dead
     try {
         std::string body(protocol::body_length(header), '\0');
         recv_exact(body.data(), body.size());
-        reply = protocol::decode_reply(body);
+        std::string_view message = body;
+        if (from_server) {
+            auto opened = from_server->open(body);
+            if (!opened) throw lost("a reply failed its authentication");
+            message = *opened;
+        }
+        reply = protocol::decode_reply(message);
     } catch (const protocol::ProtocolError& e) {
         throw lost(std::string("malformed reply: ") + e.what());
     }

@@ -1,5 +1,7 @@
 #include "kvs/protocol.h"
 
+#include <cstring>
+
 #include "core/error.h"
 
 namespace ccl::kvs::protocol {
@@ -86,13 +88,17 @@ std::string encode(const Request& req) {
     body.push_back(static_cast<char>(req.op));
     if (req.op == Op::hello) {
         put_u32(body, req.version);
-        body.append(reinterpret_cast<const char*>(req.secret.data()), req.secret.size());
+        body.append(reinterpret_cast<const char*>(req.nonce.data()), req.nonce.size());
+        return frame(std::move(body));
+    }
+    if (req.op == Op::proof) {
+        body.append(reinterpret_cast<const char*>(req.proof.data()), req.proof.size());
         return frame(std::move(body));
     }
     put_str(body, req.key);
     if (req.op == Op::put) put_str(body, req.value);
     if (req.op == Op::barrier) put_u32(body, req.nranks);
-    if (body.size() > kMaxFrame) {
+    if (body.size() + kMacBytes > kMaxFrame) {  // requests travel sealed
         throw Error(CCL_ERROR_INVALID_ARGUMENT,
                     "KVS value of " + std::to_string(req.value.size()) + " bytes for key '" +
                         req.key + "' exceeds the message limit of " + std::to_string(kMaxFrame));
@@ -140,7 +146,11 @@ Request decode_request(std::string_view body) {
         case static_cast<uint8_t>(Op::hello):
             req.op = Op::hello;
             req.version = r.u32();
-            r.bytes(req.secret.data(), req.secret.size());
+            r.bytes(req.nonce.data(), req.nonce.size());
+            break;
+        case static_cast<uint8_t>(Op::proof):
+            req.op = Op::proof;
+            r.bytes(req.proof.data(), req.proof.size());
             break;
         default: throw ProtocolError("unknown opcode " + std::to_string(op));
     }
@@ -157,6 +167,56 @@ Reply decode_reply(std::string_view body) {
     reply.payload = r.str(kMaxFrame, "payload");
     r.end();
     return reply;
+}
+
+std::optional<uint32_t> hello_version(std::string_view body) {
+    if (body.size() < 5 || static_cast<uint8_t>(body[0]) != static_cast<uint8_t>(Op::hello))
+        return std::nullopt;
+    return get_u32(body.data() + 1);
+}
+
+std::string challenge_payload(const Challenge& c) {
+    std::string out(reinterpret_cast<const char*>(c.server_nonce.data()), c.server_nonce.size());
+    out.append(reinterpret_cast<const char*>(c.server_proof.data()), c.server_proof.size());
+    return out;
+}
+
+std::optional<Challenge> parse_challenge(std::string_view payload) {
+    if (payload.size() != kChallengePayload) return std::nullopt;
+    Challenge c;
+    std::memcpy(c.server_nonce.data(), payload.data(), c.server_nonce.size());
+    std::memcpy(c.server_proof.data(), payload.data() + c.server_nonce.size(),
+                c.server_proof.size());
+    return c;
+}
+
+Mac FrameMac::mac_of(std::string_view message) const {
+    char seq[8];
+    for (int i = 0; i < 8; ++i) seq[i] = static_cast<char>(sequence_ >> (8 * (7 - i)));
+    return hmac_sha256(key_.data(), key_.size(), {std::string_view(seq, sizeof(seq)), message});
+}
+
+std::string FrameMac::seal(std::string_view frame) {
+    std::string_view body = frame.substr(kHeaderSize);
+    Mac tag = mac_of(body);
+    ++sequence_;
+    std::string out;
+    out.reserve(frame.size() + tag.size());
+    put_u32(out, static_cast<uint32_t>(body.size() + tag.size()));
+    out.append(body);
+    out.append(reinterpret_cast<const char*>(tag.data()), tag.size());
+    return out;
+}
+
+std::optional<std::string_view> FrameMac::open(std::string_view body) {
+    if (body.size() < kMacBytes) return std::nullopt;
+    std::string_view message = body.substr(0, body.size() - kMacBytes);
+    Mac tag = mac_of(message);
+    if (!equal_constant_time(
+            tag.data(), reinterpret_cast<const uint8_t*>(body.data() + message.size()), tag.size()))
+        return std::nullopt;
+    ++sequence_;
+    return message;
 }
 
 }  // namespace ccl::kvs::protocol

@@ -29,7 +29,8 @@ Rendezvous::Rendezvous(const Launch& launch, const std::string& iface, double ti
         case AddressVia::master:
             if (launch.rank == 0) {
                 try {
-                    server_ = std::make_unique<Server>(iface, launch.port, launch.secret);
+                    server_ = std::make_unique<Server>(iface, launch.port, launch.secret,
+                                                       ServerLimits::for_job(launch.size));
                 } catch (const Error& e) {
                     throw Error(e.code(), std::string(e.what()) +
                                               ": rank 0 serves the KVS at MASTER_PORT + 1, or "
@@ -96,7 +97,8 @@ void Rendezvous::exchange(const Launch& launch, const std::string& iface, double
     std::optional<Error> failed;
     if (launch.rank == 0) {
         try {
-            server_ = std::make_unique<Server>(iface);
+            server_ = std::make_unique<Server>(iface, 0, std::nullopt,
+                                               ServerLimits::for_job(launch.size));
             address = server_->address();
         } catch (const Error& e) {
             failed = e;

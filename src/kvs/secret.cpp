@@ -1,9 +1,14 @@
 #include "kvs/secret.h"
 
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 #include <sys/random.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "core/error.h"
 #include "core/hex.h"
@@ -11,19 +16,53 @@
 
 namespace ccl::kvs {
 
-Secret random_secret() {
-    Secret s{};
+namespace {
+
+void fill_random(uint8_t* out, size_t n, const char* what) {
     size_t got = 0;
-    while (got < s.size()) {
-        // 16 bytes from the urandom pool never block once it is initialised (at boot).
-        ssize_t r = getrandom(s.data() + got, s.size() - got, 0);
+    while (got < n) {
+        // A few bytes from the urandom pool never block once it is initialised (at boot).
+        ssize_t r = getrandom(out + got, n - got, 0);
         if (r < 0) {
             if (errno == EINTR) continue;
-            throw_errno("getrandom for the KVS job secret");
+            throw_errno(std::string("getrandom for ") + what);
         }
         got += size_t(r);
     }
+}
+
+[[noreturn]] void crypto_failed(const char* what) {
+    throw Error(CCL_ERROR_SYSTEM, std::string("libcrypto: ") + what + " failed");
+}
+
+// Roles' labels: each proof and each key is a MAC of a different message.
+std::string_view label(Role who, bool proof) {
+    if (proof) return who == Role::client ? "ccl-kvs-2 client proof" : "ccl-kvs-2 server proof";
+    return who == Role::client ? "ccl-kvs-2 client frames" : "ccl-kvs-2 server frames";
+}
+
+std::string_view bytes_of(const std::array<uint8_t, kNonceBytes>& a) {
+    return {reinterpret_cast<const char*>(a.data()), a.size()};
+}
+
+Mac mac_of_nonces(Role who, bool proof, const Secret& secret, const Nonce& client,
+                  const Nonce& server) {
+    return hmac_sha256(secret.data(), secret.size(),
+                       {label(who, proof), bytes_of(client), bytes_of(server)});
+}
+
+}  // namespace
+
+Secret random_secret() {
+    Secret s{};
+    fill_random(s.data(), s.size(), "the KVS job secret");
     return s;
+}
+
+Nonce random_nonce() {
+    Nonce n{};
+    fill_random(n.data(), n.size(), "a KVS connection's nonce");
+    return n;
 }
 
 Secret derive_secret(std::string_view shared) {
@@ -50,10 +89,43 @@ std::optional<Secret> parse_secret_hex(std::string_view text) {
 }
 
 bool equal_constant_time(const uint8_t* a, const uint8_t* b, size_t n) {
-    // volatile keeps the compiler from turning the loop into an early-exit memcmp.
-    volatile uint8_t diff = 0;
-    for (size_t i = 0; i < n; ++i) diff = diff | uint8_t(a[i] ^ b[i]);
-    return diff == 0;
+    return n == 0 || CRYPTO_memcmp(a, b, n) == 0;
+}
+
+Mac hmac_sha256(const uint8_t* key, size_t key_len, std::initializer_list<std::string_view> parts) {
+    // The algorithm is fetched once; a context per MAC is cheap next to a KVS round trip. No
+    // clean-up at exit: a communicator destroyed by an exit handler may still need a MAC.
+    static EVP_MAC* const hmac = [] {
+        OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+        return EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    }();
+    if (!hmac) crypto_failed("fetching HMAC");
+    struct FreeCtx {
+        void operator()(EVP_MAC_CTX* c) const { EVP_MAC_CTX_free(c); }
+    };
+    std::unique_ptr<EVP_MAC_CTX, FreeCtx> ctx(EVP_MAC_CTX_new(hmac));
+    if (!ctx) crypto_failed("EVP_MAC_CTX_new");
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
+    if (!EVP_MAC_init(ctx.get(), key, key_len, params)) crypto_failed("HMAC-SHA-256 init");
+    for (std::string_view p : parts) {
+        if (!EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(p.data()), p.size()))
+            crypto_failed("HMAC-SHA-256 update");
+    }
+    Mac out{};
+    size_t len = 0;
+    if (!EVP_MAC_final(ctx.get(), out.data(), &len, out.size()) || len != out.size())
+        crypto_failed("HMAC-SHA-256 final");
+    return out;
+}
+
+Mac proof_of(Role who, const Secret& secret, const Nonce& client, const Nonce& server) {
+    return mac_of_nonces(who, true, secret, client, server);
+}
+
+Mac frame_key(Role sender, const Secret& secret, const Nonce& client, const Nonce& server) {
+    return mac_of_nonces(sender, false, secret, client, server);
 }
 
 std::string shown_address(std::string_view address) {

@@ -1,10 +1,22 @@
-// The job secret that keeps strangers out of a KVS, and KVS addresses that carry it.
+// The job secret that keeps strangers out of a KVS, KVS addresses that carry it, and how a
+// connection proves it without sending it.
 //
 // Whoever creates the main KVS (cclrun, rank 0 of a launched job, ccl_kvs_create_main) draws 128
 // random bits; the address it hands out is "a.b.c.d:port/<32 hex digits>", so every channel that
 // already carries the address (CCL_KVS_ADDRESS, PMI-1, PMIx, an application's own) carries the
-// secret with it. A client proves it in the first message of every connection; the server
-// compares in constant time. Addresses in logs and error messages are shown without the secret.
+// secret with it. Addresses in logs and error messages are shown without the secret.
+//
+// The secret never crosses the wire. Each connection starts with a challenge-response in both
+// directions (kvs/protocol.h has the messages): the client sends a fresh nonce, the server answers
+// with its own nonce and proof_of(server), the client checks that proof before it sends anything
+// else and answers with proof_of(client). A proof is HMAC-SHA-256 (OpenSSL's libcrypto) under the
+// secret of a role label and both nonces, so
+//   - a captured exchange replayed to a server fails: the server's nonce is new each time;
+//   - a process that holds the KVS port and plays server learns a random nonce, nothing more: it
+//     cannot make the proof the client checks first;
+//   - neither side can be used to compute the other's proof (the labels differ).
+// Both sides then derive per-connection keys for each direction that authenticate every later
+// frame (protocol::FrameMac): nothing of one connection can be replayed into another.
 #pragma once
 
 #include <netinet/in.h>
@@ -12,6 +24,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,10 +32,15 @@
 namespace ccl::kvs {
 
 inline constexpr size_t kSecretBytes = 16;
+inline constexpr size_t kNonceBytes = 16;
+inline constexpr size_t kMacBytes = 32;  // HMAC-SHA-256
 using Secret = std::array<uint8_t, kSecretBytes>;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
 
-// 128 bits from getrandom(); CCL_ERROR_SYSTEM if the kernel cannot give them.
+// Bytes from getrandom(); CCL_ERROR_SYSTEM if the kernel cannot give them.
 Secret random_secret();
+Nonce random_nonce();
 // A secret every rank computes alike from a value they share (TORCHELASTIC_RUN_ID): as strong as
 // that value is hard to guess, no more. FNV-1a 128 spreads it over the 16 bytes.
 Secret derive_secret(std::string_view shared);
@@ -32,6 +50,16 @@ std::optional<Secret> parse_secret_hex(std::string_view text);
 
 // Compares n bytes in time that depends on n only, never on where they differ.
 bool equal_constant_time(const uint8_t* a, const uint8_t* b, size_t n);
+
+// HMAC-SHA-256 of the concatenated parts under `key`.
+Mac hmac_sha256(const uint8_t* key, size_t key_len, std::initializer_list<std::string_view> parts);
+
+// The two sides of a connection, and the proof each gives that it knows the secret, bound to this
+// connection's nonces.
+enum class Role : uint8_t { client, server };
+Mac proof_of(Role who, const Secret& secret, const Nonce& client, const Nonce& server);
+// The key that authenticates the frames one side sends on this connection.
+Mac frame_key(Role sender, const Secret& secret, const Nonce& client, const Nonce& server);
 
 struct KvsAddress {
     sockaddr_in addr{};

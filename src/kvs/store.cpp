@@ -13,7 +13,8 @@ std::vector<Store::Delivery> Store::handle(ConnId conn, const Request& req) {
         case Op::put: return put(conn, req);
         case Op::get: return get(conn, req);
         case Op::barrier: return barrier(conn, req);
-        case Op::hello: break;  // the server handles hellos itself
+        case Op::hello:
+        case Op::proof: break;  // the handshake is the server's own business
     }
     return {{conn, Reply{CCL_ERROR_INTERNAL, "unknown KVS operation"}}};
 }

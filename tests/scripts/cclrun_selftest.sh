@@ -68,6 +68,63 @@ else
     fail "rank killed by SIGKILL" "rc=$rc" "stderr: $(cat "$TMP/err")"
 fi
 
+# Without -l a rank's stderr passes through cclrun (which reads what a failed rank said last)
+# unchanged: partial lines as they come.
+"$CCLRUN" -n 2 -- sh -c 'echo e$CCL_RANK >&2; printf "tail$CCL_RANK" >&2' 2>"$TMP/err" >/dev/null
+rc=$?
+if [[ $rc == 0 && $(grep -o 'e[01]\|tail[01]' "$TMP/err" | sort | tr '\n' ' ') == "e0 e1 tail0 tail1 " ]]; then
+    ok "stderr passed on without -l"
+else
+    fail "stderr passed on without -l" "rc=$rc" "stderr: $(cat "$TMP/err")"
+fi
+
+# The rank a failure points at is named, not just the first one to exit. A stopped rank: the
+# others time out waiting for it (it gets SIGCONT after SIGTERM, so no SIGKILL is needed).
+"$CCLRUN" -n 3 -- sh -c 'case $CCL_RANK in
+    1) kill -STOP $$ ;;
+    0) sleep 0.5; echo "rank 0: timed out after 0.5 s (CCL_TIMEOUT) waiting for rank 1" >&2; exit 3 ;;
+    esac; exec sleep 60' 2>"$TMP/err"
+rc=$?
+if [[ $rc == 3 ]] && ! grep -q "sending SIGKILL" "$TMP/err" &&
+       grep -q "rank 0 (pid [0-9]*) exited with status 3; the failure points at rank 1 (pid [0-9]*): it is stopped" "$TMP/err" &&
+       grep -q "rank 0's last error names rank 1: rank 0: timed out" "$TMP/err"; then
+    ok "stopped rank named as the cause, and stopped by SIGTERM"
+else
+    fail "stopped rank named as the cause" "rc=$rc after ${t}s" "stderr: $(cat "$TMP/err")"
+fi
+# A running rank the failed one's error names (it hangs), with and without -l.
+for label in "" "-l"; do
+    "$CCLRUN" -n 3 $label -- sh -c 'case $CCL_RANK in
+        0) sleep 0.3; echo "[ccl E 1] ccl_allreduce: rank 2 (pid 7) died" >&2; exit 4 ;;
+        esac; exec sleep 60' 2>"$TMP/err"
+    rc=$?
+    if [[ $rc == 4 ]] &&
+           grep -q "exited with status 4; the failure points at rank 2 (pid [0-9]*): rank 0's error names it, and it is still running" "$TMP/err"; then
+        ok "named rank as the cause ${label:-without -l}"
+    else
+        fail "named rank as the cause ${label:-without -l}" "rc=$rc" "stderr: $(cat "$TMP/err")"
+    fi
+done
+# A chain: rank 0 says rank 2 failed first, rank 2 (which failed) says it waited for rank 1.
+"$CCLRUN" -n 3 -- sh -c 'case $CCL_RANK in
+    2) echo "[ccl E 2] ccl_allreduce: timed out after 1 s (CCL_TIMEOUT) waiting for rank 1" >&2; sleep 5; exit 3 ;;
+    0) sleep 0.5; echo "[ccl E 1] ccl_allreduce: rank 2 of this communicator failed first (timed out)" >&2; exit 3 ;;
+    esac; exec sleep 60' 2>"$TMP/err"
+rc=$?
+if [[ $rc == 3 ]] &&
+       grep -q "rank 0 (pid [0-9]*) exited with status 3; the failure points at rank 1 (pid [0-9]*): rank 2's error names it, and it is still running" "$TMP/err"; then
+    ok "chain of names followed to the cause"
+else
+    fail "chain of names followed to the cause" "rc=$rc" "stderr: $(cat "$TMP/err")"
+fi
+# A failure that names nobody else is the failed rank's own, as before.
+"$CCLRUN" -n 2 -- sh -c 'if [ $CCL_RANK = 1 ]; then echo "rank 1: bad input" >&2; exit 3; fi; exec sleep 60' 2>"$TMP/err"
+if grep -q "rank 1 (pid [0-9]*) exited with status 3; stopping the other 1 rank(s)" "$TMP/err"; then
+    ok "own failure named as before"
+else
+    fail "own failure named as before" "stderr: $(cat "$TMP/err")"
+fi
+
 # A rank that ignores SIGTERM is killed after the grace period.
 start=$(now)
 "$CCLRUN" -n 2 -- sh -c \

@@ -12,6 +12,12 @@
 //
 // Signals reach the supervisor through a signalfd (they are blocked otherwise), so the one poll()
 // loop sees child exits, signals, output, the link to cclrun and deadlines without races.
+//
+// When a rank fails, cclrun names the rank the failure points at, which is often not the one that
+// exited first: peers time out waiting for a rank that is stopped (SIGSTOP, ^Z, a debugger) or
+// hangs, and their errors say so ("waiting for rank 1", "rank 1 (pid ...) died"). A stopped rank
+// is seen in /proc; the errors are read from the tail of the failed rank's stderr, which passes
+// through cclrun for that reason (unchanged, as it is read, without -l).
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -39,6 +45,7 @@
 #include "core/binding.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "culprit.h"
 #include "hosts.h"
 #include "job_spec.h"
 #include "kvs/kvs.h"
@@ -90,7 +97,8 @@ const char* const kUsage =
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
     "LOCAL_WORLD_SIZE (local: among the ranks of its host). CCL_KVS_IFACE picks the interface of\n"
     "the KVS server, which cclrun serves. When a rank fails, the others get SIGTERM, then SIGKILL\n"
-    "after 2 s; cclrun exits with the first failure's status.\n";
+    "after 2 s; cclrun exits with the first failure's status, and names the rank the failure\n"
+    "points at (one that is stopped, or the one the ranks' errors name).\n";
 const char* const kShortUsage =
     "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--hosts LIST|--hostfile FILE "
     "[--ppn M] [--launcher-cmd CMD]] [--bind-to block|core|none] [--] prog [args...] "
@@ -246,18 +254,23 @@ std::string rank_range(int first, int n) {
 }
 
 // -------------------------------------------------------------------------------------------------
-// Output of one rank's (or agent's) stdout or stderr, split into lines, each written whole with a
-// prefix ("[rank] " with --label, else none): lines of different ranks never interleave.
+// Output of one rank's (or agent's) stdout or stderr. Split into lines, each written whole with a
+// prefix, when `lines` ("[rank] " with --label, else none): lines of different ranks never
+// interleave. Otherwise passed on as it comes (a rank's stderr without --label: partial lines,
+// progress bars, as if it were the rank's own). Either way the last kTail bytes are kept, for
+// reading what a failed rank said last.
+constexpr size_t kTail = 8 << 10;
 
 class LabelledStream {
 public:
-    LabelledStream(std::string prefix, Fd fd, int out)
-        : prefix_(std::move(prefix)), fd_(std::move(fd)), out_(out) {}
+    LabelledStream(std::string prefix, Fd fd, int out, bool lines = true)
+        : prefix_(std::move(prefix)), fd_(std::move(fd)), out_(out), lines_(lines) {}
     bool open() const { return fd_.valid(); }
     int fd() const { return fd_.get(); }
+    const std::string& tail() const { return tail_; }
 
-    // Reads what is there; prints complete lines. At EOF prints the rest and closes.
-    // Returns whether data came (false on nothing there yet, or EOF).
+    // Reads what is there; prints complete lines (or all of it). At EOF prints the rest and
+    // closes. Returns whether data came (false on nothing there yet, or EOF).
     bool on_readable() {
         char buf[16 << 10];
         ssize_t r = read(fd_.get(), buf, sizeof(buf));
@@ -265,6 +278,12 @@ public:
         if (r <= 0) {
             finish();
             return false;
+        }
+        tail_.append(buf, static_cast<size_t>(r));
+        if (tail_.size() > 2 * kTail) tail_.erase(0, tail_.size() - kTail);
+        if (!lines_) {
+            write_all(out_, buf, static_cast<size_t>(r));
+            return true;
         }
         pending_.append(buf, static_cast<size_t>(r));
         size_t start = 0;
@@ -303,7 +322,9 @@ private:
     std::string prefix_;
     Fd fd_;
     int out_;
+    bool lines_;
     std::string pending_;
+    std::string tail_;
 };
 
 // -------------------------------------------------------------------------------------------------
@@ -313,7 +334,9 @@ private:
 struct Child {
     std::string what;  // "rank 3 (pid 123)", "the agent on node1 (ranks 2-3, pid 456)"
     pid_t pid = -1;
+    int rank = -1;  // a rank's; -1 for an agent
     bool running = false;
+    int exit_code = 0;                    // once it is not running
     std::vector<LabelledStream> streams;  // its stdout and stderr, when they come through pipes
     Fd input;                             // an agent's stdin: the job spec, then the link
     std::string pending;                  // what is still to be written to input
@@ -393,11 +416,12 @@ Pipe make_pipe() {
 struct StartRequest {
     std::vector<std::string> argv;
     std::vector<std::string> env;
-    std::string what;         // for messages; " (pid N)" is added
-    std::string exec_error;   // printed before strerror when exec fails
-    int stdin_fd = -1;        // -1: ours
-    bool with_input = false;  // a pipe to its stdin (agents)
-    bool capture = false;     // its stdout and stderr through pipes, written with `prefix`
+    std::string what;             // for messages; " (pid N)" is added
+    std::string exec_error;       // printed before strerror when exec fails
+    int stdin_fd = -1;            // -1: ours
+    bool with_input = false;      // a pipe to its stdin (agents)
+    bool capture = false;         // its stdout and stderr through pipes, written with `prefix`
+    bool capture_stderr = false;  // its stderr alone through a pipe, passed on as it comes
     std::string prefix;
     std::optional<cpu_set_t> cpus;  // bound to these
     std::string bind_error;         // printed when binding fails
@@ -409,10 +433,8 @@ Child start_child(StartRequest req) {
     std::vector<char*> argv = c_strings(req.argv);
     Pipe in, out, err;
     if (req.with_input) in = make_pipe();
-    if (req.capture) {
-        out = make_pipe();
-        err = make_pipe();
-    }
+    if (req.capture) out = make_pipe();
+    if (req.capture || req.capture_stderr) err = make_pipe();
     int in_fd = req.with_input ? in.read.get() : req.stdin_fd;
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -431,9 +453,11 @@ Child start_child(StartRequest req) {
     }
     if (req.capture) {
         fcntl(out.read.get(), F_SETFL, O_NONBLOCK);
-        fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
         c.streams.emplace_back(req.prefix, std::move(out.read), STDOUT_FILENO);
-        c.streams.emplace_back(req.prefix, std::move(err.read), STDERR_FILENO);
+    }
+    if (err.read.valid()) {
+        fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
+        c.streams.emplace_back(req.prefix, std::move(err.read), STDERR_FILENO, req.capture);
     }
     return c;  // the other ends close here: EOF arrives once the child (and its children) exit
 }
@@ -587,15 +611,90 @@ private:
             it->input.reset();
             it->pending.clear();
             int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            it->exit_code = code;
             if (code == 0 || stopping_) continue;  // children we stopped are not failures
             // What it said before it died (an agent: which rank failed) comes before our word.
             for (auto& s : it->streams) s.drain_now();
             std::string how = WIFEXITED(status)
                                   ? "exited with status " + std::to_string(code)
                                   : "was killed by signal " + signal_name(WTERMSIG(status));
-            say(it->what + " " + how + stopping_note());
+            auto [points_at, evidence] = culprit(*it);
+            say(it->what + " " + how + points_at + stopping_note());
+            if (!evidence.empty()) say(evidence);
             stop(code);
         }
+    }
+
+    // Whom the failure of rank `failed` points at, when it is another rank: one that is stopped;
+    // else the end of the chain of names: the rank that failed's last error names, and on while
+    // the named rank failed too (it exited non-zero, or logged a ccl error) and its own error
+    // names another. Returns the clause for the failure's line ("" when it points at nobody
+    // else) and a line quoting the error that names the culprit ("" when none does).
+    std::pair<std::string, std::string> culprit(const Child& failed) {
+        if (failed.rank < 0) return {};  // an agent: its own line names the rank
+        for (auto& c : children_)
+            for (auto& s : c.streams) s.drain_now();  // what the others said so far
+        auto said = [](const Child& c) {
+            std::string text;
+            for (const auto& s : c.streams) text += s.tail() + "\n";  // stderr (last) counts first
+            return text;
+        };
+        auto has_failed = [&](const Child& c) {
+            return (!c.running && c.exit_code != 0) || said(c).find("[ccl E ") != std::string::npos;
+        };
+        auto rank_of = [&](int r) -> const Child* {
+            for (const auto& c : children_)
+                if (c.rank == r) return &c;
+            return nullptr;
+        };
+        const Child* at = &failed;
+        std::optional<cclrun::NamedRank> named;
+        const Child* namer = nullptr;
+        std::vector<int> seen{failed.rank};
+        int elsewhere = -1;  // a named rank on another host
+        for (;;) {
+            auto n = cclrun::rank_named_in(said(*at), at->rank);
+            if (!n || std::find(seen.begin(), seen.end(), n->rank) != seen.end()) break;
+            named = n;
+            namer = at;
+            const Child* next = rank_of(n->rank);
+            if (!next) {
+                elsewhere = n->rank;
+                break;
+            }
+            seen.push_back(n->rank);
+            at = next;
+            if (!has_failed(*next)) break;
+        }
+        const Child* stopped = nullptr;
+        for (const auto& c : children_)
+            if (c.running && c.rank >= 0 && cclrun::is_stopped(c.pid))
+                if (!stopped || &c == at) stopped = &c;
+        const Child* blamed = stopped ? stopped : at;
+        auto names = [&](const Child* c) { return named && c && named->rank == c->rank; };
+        std::string evidence;
+        if (named && (names(blamed) || (!stopped && elsewhere >= 0)))
+            evidence = "rank " + std::to_string(namer->rank) + "'s last error names rank " +
+                       std::to_string(named->rank) + ": " + named->line;
+        if (!stopped && elsewhere >= 0)
+            return {
+                "; the failure points at rank " + std::to_string(elsewhere) + " (on another host)",
+                evidence};
+        if (blamed == &failed) return {};
+        std::string by =
+            names(blamed) ? "rank " + std::to_string(namer->rank) + "'s error names it" : "";
+        std::string why;
+        if (blamed == stopped) {
+            why = "it is stopped (state T: SIGSTOP, ^Z or a debugger)" +
+                  (by.empty() ? "" : ", and " + by);
+        } else if (has_failed(*blamed)) {
+            why = by + ", and it failed too";
+        } else if (blamed->running) {
+            why = by + ", and it is still running (hung, or not calling the same collective)";
+        } else {
+            why = by + ", and it had exited with status " + std::to_string(blamed->exit_code);
+        }
+        return {"; the failure points at " + blamed->what + ": " + why, evidence};
     }
 
     std::string stopping_note() const {
@@ -642,7 +741,10 @@ private:
             c.input.reset();
             c.pending.clear();
         }
-        if (settings_.stop_signal) kill_all(settings_.stop_signal);
+        if (settings_.stop_signal) {
+            kill_all(settings_.stop_signal);
+            kill_all(SIGCONT);  // a stopped rank gets to handle it too, rather than our SIGKILL
+        }
         kill_deadline_ = Clock::now() + settings_.grace;
     }
 
@@ -719,7 +821,8 @@ void abandon(std::vector<Child>& started) {
 
 // Starts a host's (or this machine's) ranks. `spec` says which; output through pipes when
 // `capture` (an agent always captures: its stdout is its link's; ranks on this machine only with
-// --label). Throws ccl::Error when a pipe or fork fails, after killing those it started.
+// --label), and stderr always. Throws ccl::Error when a pipe or fork fails, after killing those it
+// started.
 std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int stdin_fd,
                                const std::string& where) {
     std::vector<cpu_set_t> cpus;
@@ -753,6 +856,7 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
                              ": cannot execute '" + spec.argv[0] + "': ";
             req.stdin_fd = stdin_fd;
             req.capture = capture;
+            req.capture_stderr = true;  // to read what a failed rank said last
             req.prefix = spec.label ? "[" + std::to_string(rank) + "] " : "";
             if (!cpus.empty()) {
                 req.cpus = cpus[size_t(l)];
@@ -760,6 +864,7 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
                                  ": could not bind it to its cores; it runs unbound\n";
             }
             ranks.push_back(start_child(std::move(req)));
+            ranks.back().rank = rank;
             if (!where.empty()) ranks.back().what += where;
         }
     } catch (const ccl::Error& e) {
@@ -775,7 +880,8 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
 
 int run_local(const Options& o) {
     Fd signals = handle_signals();
-    ccl::kvs::Server server(ccl::config().kvs_iface);
+    ccl::kvs::Server server(ccl::config().kvs_iface, 0, std::nullopt,
+                            ccl::kvs::ServerLimits::for_job(o.nranks));
     cclrun::JobSpec spec;
     spec.kvs_address = server.address();
     spec.size = spec.local_size = o.nranks;
@@ -838,7 +944,8 @@ int run_hosts(const Options& o) {
     cclrun::launcher_argv(o.launcher, "", {});  // a usage error before anything starts
 
     Fd signals = handle_signals();
-    ccl::kvs::Server server(ccl::config().kvs_iface);
+    ccl::kvs::Server server(ccl::config().kvs_iface, 0, std::nullopt,
+                            ccl::kvs::ServerLimits::for_job(size));
     if (server.address().rfind("127.", 0) == 0 && placements.size() > 1) {
         say("warning: the KVS is at a loopback address (" +
             server.address().substr(0, server.address().find('/')) +

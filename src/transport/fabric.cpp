@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/hex.h"
 #include "core/log.h"
+#include "transport/libfabric.h"
 
 namespace ccl::transport {
 
@@ -91,12 +92,13 @@ struct Notice {
 };
 
 std::string fi_error(const std::string& what, int ret) {
-    return what + ": " + fi_strerror(ret < 0 ? -ret : ret);
+    return what + ": " + libfabric().strerror(ret < 0 ? -ret : ret);
 }
 
 void close_fid(fid* f, const char* what) noexcept {
     if (!f) return;
-    if (int r = fi_close(f); r != 0) log().warn("fi_close({}) failed: {}", what, fi_strerror(-r));
+    if (int r = fi_close(f); r != 0)
+        log().warn("fi_close({}) failed: {}", what, libfabric().strerror(-r));
 }
 
 }  // namespace
@@ -153,12 +155,19 @@ size_t rxm_eager_max(const std::string& provider) {
     return buffer > 8192 ? (buffer - 1024) / 4096 * 4096 : 0;
 }
 
-// The providers that fit (fi_freeinfo them); throws CCL_ERROR_UNSUPPORTED naming the provider and
-// what fi_getinfo said.
+// fi_freeinfo, for unique_ptr (libfabric is loaded by then: only get_info makes fi_info).
+void free_info(fi_info* info) {
+    if (info) libfabric().freeinfo(info);
+}
+using InfoPtr = std::unique_ptr<fi_info, void (*)(fi_info*)>;
+
+// The providers that fit (free_info them); throws CCL_ERROR_UNSUPPORTED naming the provider and
+// what fi_getinfo said, or why libfabric could not be loaded.
 fi_info* get_info(const std::string& wanted) {
     set_provider_defaults(wanted);
     const char* env = std::getenv("FI_PROVIDER");
-    std::unique_ptr<fi_info, void (*)(fi_info*)> hints(fi_allocinfo(), fi_freeinfo);
+    const Libfabric& lib = libfabric();
+    InfoPtr hints(lib.dupinfo(nullptr), free_info);  // fi_allocinfo
     if (!hints) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_allocinfo failed");
     hints->caps = FI_TAGGED;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -171,14 +180,14 @@ fi_info* get_info(const std::string& wanted) {
     hints->domain_attr->threading = FI_THREAD_DOMAIN;  // we serialise with Endpoint::mu
     if (!env || !*env) hints->fabric_attr->prov_name = strdup("tcp");  // freed by fi_freeinfo
     fi_info* found = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
+    int ret = lib.getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
     if (ret != 0 || !found)
         throw Error(CCL_ERROR_UNSUPPORTED,
                     "libfabric provider '" + wanted +
                         "' offers no reliable-datagram endpoint with tagged messages "
                         "and 4 bytes of remote CQ data (FI_EP_RDM, FI_TAGGED): "
                         "fi_getinfo said " +
-                        fi_strerror(ret < 0 ? -ret : ret) +
+                        lib.strerror(ret < 0 ? -ret : ret) +
                         ". Set FI_PROVIDER to a provider this host has (fi_info lists them); "
                         "ranks on other nodes need one");
     return found;
@@ -240,7 +249,7 @@ private:
     // Leaves the fabric objects open (see the definition): operations still pending at the end.
     void abandon() noexcept;
 
-    std::unique_ptr<fi_info, void (*)(fi_info*)> info_;
+    InfoPtr info_;
     // Closed in reverse order.
     fid_fabric* fabric_ = nullptr;
     fid_cq* cq_ = nullptr;
@@ -263,7 +272,7 @@ std::string Fabric::probe() {
     try {
         fi_info* found = get_info(wanted_provider());
         std::string name = found->fabric_attr->prov_name ? found->fabric_attr->prov_name : "?";
-        fi_freeinfo(found);
+        free_info(found);
         return name;
     } catch (const Error& e) {
         return std::string("unavailable: ") + e.what();
@@ -283,7 +292,7 @@ std::shared_ptr<Endpoint> Endpoint::shared(int ranks) {
     return e;
 }
 
-Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
+Endpoint::Endpoint(int ranks) : info_(nullptr, free_info) {
     const std::string wanted = wanted_provider();
     fi_info* found = get_info(wanted);
     // Prefer IPv4 addresses (the first entry of a kind is the provider's preferred interface).
@@ -293,8 +302,8 @@ Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
             pick = i;
             break;
         }
-    info_.reset(fi_dupinfo(pick));
-    fi_freeinfo(found);
+    info_.reset(libfabric().dupinfo(pick));
+    free_info(found);
     if (!info_) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_dupinfo failed");
     provider = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : wanted;
     mr_local = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0 || (info_->mode & FI_LOCAL_MR);
@@ -314,7 +323,7 @@ Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
     // A failing step releases what the earlier ones opened: the destructor does not run for a
     // constructor that throws, so do it here.
     try {
-        check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+        check(libfabric().fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
         check(fi_domain(fabric_, info_.get(), &domain, nullptr), "fi_domain");
         fi_cq_attr cq_attr{};
         cq_attr.format = FI_CQ_FORMAT_TAGGED;
@@ -558,7 +567,7 @@ bool Endpoint::poll_locked() {
             ccl_result_t code = CCL_ERROR_PEER_FAILURE;
             std::string msg = std::string("libfabric ") + (recv ? "receive from" : "send to") +
                               " rank " + std::to_string(peer) + " failed (provider " + provider +
-                              "): " + fi_strerror(err.err) + " (" + what + ")";
+                              "): " + libfabric().strerror(err.err) + " (" + what + ")";
             if (err.err == FI_ETRUNC) {
                 code = CCL_ERROR_INVALID_USAGE;
                 msg = "a message from rank " + std::to_string(peer) +

@@ -15,11 +15,13 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/error.h"
 #include "core/hex.h"
 #include "core/log.h"
+#include "transport/libfabric.h"
 
 namespace ccl::transport {
 
@@ -37,6 +39,9 @@ struct Fabric::Op {
     // nobody waits for it). `cancelled`: cancelled before any message matched it.
     bool message = false, sink = false, cancelled = false;
     int peer = 0;
+    uint64_t addr = FI_ADDR_NOTAVAIL;  // the peer's address-vector entry (a notice's receive: none)
+    // Cancelled by us (Fabric::cancel): its completion says nothing about the connection.
+    bool cancelling = false;
     size_t bytes = 0;
     uint64_t seq = 0;                // the tag's sequence number
     std::optional<uint64_t> expect;  // a receive's remote CQ data, when its message must carry it
@@ -91,12 +96,13 @@ struct Notice {
 };
 
 std::string fi_error(const std::string& what, int ret) {
-    return what + ": " + fi_strerror(ret < 0 ? -ret : ret);
+    return what + ": " + libfabric().strerror(ret < 0 ? -ret : ret);
 }
 
 void close_fid(fid* f, const char* what) noexcept {
     if (!f) return;
-    if (int r = fi_close(f); r != 0) log().warn("fi_close({}) failed: {}", what, fi_strerror(-r));
+    if (int r = fi_close(f); r != 0)
+        log().warn("fi_close({}) failed: {}", what, libfabric().strerror(-r));
 }
 
 }  // namespace
@@ -153,12 +159,19 @@ size_t rxm_eager_max(const std::string& provider) {
     return buffer > 8192 ? (buffer - 1024) / 4096 * 4096 : 0;
 }
 
-// The providers that fit (fi_freeinfo them); throws CCL_ERROR_UNSUPPORTED naming the provider and
-// what fi_getinfo said.
+// fi_freeinfo, for unique_ptr (libfabric is loaded by then: only get_info makes fi_info).
+void free_info(fi_info* info) {
+    if (info) libfabric().freeinfo(info);
+}
+using InfoPtr = std::unique_ptr<fi_info, void (*)(fi_info*)>;
+
+// The providers that fit (free_info them); throws CCL_ERROR_UNSUPPORTED naming the provider and
+// what fi_getinfo said, or why libfabric could not be loaded.
 fi_info* get_info(const std::string& wanted) {
     set_provider_defaults(wanted);
     const char* env = std::getenv("FI_PROVIDER");
-    std::unique_ptr<fi_info, void (*)(fi_info*)> hints(fi_allocinfo(), fi_freeinfo);
+    const Libfabric& lib = libfabric();
+    InfoPtr hints(lib.dupinfo(nullptr), free_info);  // fi_allocinfo
     if (!hints) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_allocinfo failed");
     hints->caps = FI_TAGGED;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -171,14 +184,14 @@ fi_info* get_info(const std::string& wanted) {
     hints->domain_attr->threading = FI_THREAD_DOMAIN;  // we serialise with Endpoint::mu
     if (!env || !*env) hints->fabric_attr->prov_name = strdup("tcp");  // freed by fi_freeinfo
     fi_info* found = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
+    int ret = lib.getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
     if (ret != 0 || !found)
         throw Error(CCL_ERROR_UNSUPPORTED,
                     "libfabric provider '" + wanted +
                         "' offers no reliable-datagram endpoint with tagged messages "
                         "and 4 bytes of remote CQ data (FI_EP_RDM, FI_TAGGED): "
                         "fi_getinfo said " +
-                        fi_strerror(ret < 0 ? -ret : ret) +
+                        lib.strerror(ret < 0 ? -ret : ret) +
                         ". Set FI_PROVIDER to a provider this host has (fi_info lists them); "
                         "ranks on other nodes need one");
     return found;
@@ -216,6 +229,12 @@ public:
     bool poll_locked();
     void complete_locked(void* context, ccl_result_t code, const std::string& error, size_t len,
                          uint64_t data = 0);
+    // The connection to the endpoint at `addr` broke (an operation with it failed in the
+    // provider): its process is gone, or unreachable, for every communicator of this process.
+    // Each communicator with a rank there fails at its next look (Fabric::check_failed_locked)
+    // instead of at its deadline, and posts nothing more to it.
+    void mark_broken(uint64_t addr);
+    bool is_broken(uint64_t addr) const { return broken.count(addr) != 0; }
 
     std::string provider;
     fid_domain* domain = nullptr;
@@ -228,6 +247,8 @@ public:
     size_t eager_max = 0;   // sends up to this size go without a rendezvous (0: not known)
     std::mutex mu;          // every libfabric call, the tables below and the communicators'
     std::unordered_map<void*, std::shared_ptr<Fabric::Op>> pending;  // by context
+    std::unordered_set<uint64_t> broken;  // addresses whose connection broke (mark_broken)
+    uint64_t broken_count = 0;            // how many were ever marked
 
 private:
     // Progress for operations nobody waits on: a send that returned at once while its rank
@@ -240,7 +261,7 @@ private:
     // Leaves the fabric objects open (see the definition): operations still pending at the end.
     void abandon() noexcept;
 
-    std::unique_ptr<fi_info, void (*)(fi_info*)> info_;
+    InfoPtr info_;
     // Closed in reverse order.
     fid_fabric* fabric_ = nullptr;
     fid_cq* cq_ = nullptr;
@@ -263,7 +284,7 @@ std::string Fabric::probe() {
     try {
         fi_info* found = get_info(wanted_provider());
         std::string name = found->fabric_attr->prov_name ? found->fabric_attr->prov_name : "?";
-        fi_freeinfo(found);
+        free_info(found);
         return name;
     } catch (const Error& e) {
         return std::string("unavailable: ") + e.what();
@@ -283,7 +304,7 @@ std::shared_ptr<Endpoint> Endpoint::shared(int ranks) {
     return e;
 }
 
-Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
+Endpoint::Endpoint(int ranks) : info_(nullptr, free_info) {
     const std::string wanted = wanted_provider();
     fi_info* found = get_info(wanted);
     // Prefer IPv4 addresses (the first entry of a kind is the provider's preferred interface).
@@ -293,8 +314,8 @@ Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
             pick = i;
             break;
         }
-    info_.reset(fi_dupinfo(pick));
-    fi_freeinfo(found);
+    info_.reset(libfabric().dupinfo(pick));
+    free_info(found);
     if (!info_) throw Error(CCL_ERROR_OUT_OF_MEMORY, "fi_dupinfo failed");
     provider = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : wanted;
     mr_local = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0 || (info_->mode & FI_LOCAL_MR);
@@ -314,7 +335,7 @@ Endpoint::Endpoint(int ranks) : info_(nullptr, fi_freeinfo) {
     // A failing step releases what the earlier ones opened: the destructor does not run for a
     // constructor that throws, so do it here.
     try {
-        check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+        check(libfabric().fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
         check(fi_domain(fabric_, info_.get(), &domain, nullptr), "fi_domain");
         fi_cq_attr cq_attr{};
         cq_attr.format = FI_CQ_FORMAT_TAGGED;
@@ -393,7 +414,12 @@ void Endpoint::abandon() noexcept {
     std::lock_guard<std::mutex> lock2(mu);
     for (auto& [ctx, op] : pending) kept->push_back(op);
     pending.clear();
-    // The libfabric objects are left open: forgetting them is what keeps them.
+    // The libfabric objects are left open, and kept reachable (a leak checker at exit would
+    // report what they hold otherwise), with the fi_info they were opened from.
+    for (void* f : {static_cast<void*>(ep), static_cast<void*>(av_), static_cast<void*>(cq_),
+                    static_cast<void*>(domain), static_cast<void*>(fabric_),
+                    static_cast<void*>(info_.release())})
+        kept->push_back(std::shared_ptr<void>(f, [](void*) {}));
     ep = nullptr;
     av_ = nullptr;
     cq_ = nullptr;
@@ -533,6 +559,12 @@ void Endpoint::complete_locked(void* context, ccl_result_t code, const std::stri
                     op->owner ? op->owner->rank() : -1, op->peer, op->error);
 }
 
+void Endpoint::mark_broken(uint64_t addr) {
+    if (addr == FI_ADDR_NOTAVAIL || !broken.insert(addr).second) return;
+    ++broken_count;
+    log().debug("libfabric: the connection to address {} broke", addr);
+}
+
 bool Endpoint::poll_locked() {
     if (!cq_) return false;
     last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
@@ -553,25 +585,30 @@ bool Endpoint::poll_locked() {
             any = true;
             std::string what = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
             auto it = pending.find(err.op_context);
-            int peer = it == pending.end() ? -1 : it->second->peer;
-            bool recv = it != pending.end() && it->second->is_recv;
+            Fabric::Op* op = it == pending.end() ? nullptr : it->second.get();
+            int peer = op ? op->peer : -1;
+            bool recv = op && op->is_recv;
             ccl_result_t code = CCL_ERROR_PEER_FAILURE;
             std::string msg = std::string("libfabric ") + (recv ? "receive from" : "send to") +
                               " rank " + std::to_string(peer) + " failed (provider " + provider +
-                              "): " + fi_strerror(err.err) + " (" + what + ")";
+                              "): " + libfabric().strerror(err.err) + " (" + what + ")";
             if (err.err == FI_ETRUNC) {
                 code = CCL_ERROR_INVALID_USAGE;
                 msg = "a message from rank " + std::to_string(peer) +
                       " is longer than its receive: the ranks disagree on a call's count or "
                       "datatype";
             } else if (err.err == FI_ECANCELED) {
-                if (it != pending.end()) it->second->cancelled = true;
-                // Our own cancellations have no waiter left: this one is the provider's, when
-                // the connection to the peer broke.
+                if (op) op->cancelled = true;
+                // Our own cancellations have no waiter left: the message is for the provider's,
+                // when the connection to the peer broke.
                 msg = std::string("libfabric cancelled the ") +
                       (recv ? "receive from" : "send to") + " rank " + std::to_string(peer) +
                       " (provider " + provider + "): its connection broke, the rank probably died";
             }
+            // Any other failure of an operation with a peer is its connection's (a notice's
+            // receive names no peer; our own cancellations say nothing).
+            if (code == CCL_ERROR_PEER_FAILURE && op && !op->notice && !op->cancelling)
+                mark_broken(op->addr);
             // A truncated message's CQ data too (rxm gives it; zero where a provider does not).
             complete_locked(err.op_context, code, msg, err.len, err.data);
             continue;
@@ -662,6 +699,9 @@ void Fabric::connect(const std::vector<std::string>& names_hex) {
                         "rank " + std::to_string(r) + "'s libfabric address is malformed");
         ids_[size_t(r)] = uint16_t(uint8_t((*id)[0]) << 8 | uint8_t((*id)[1]));
         addrs_[size_t(r)] = ep_->address_of(*raw, r);
+        // A rank that joins a new communicator is alive (an endpoint that opened where a broken
+        // one was may have its address).
+        ep_->broken.erase(addrs_[size_t(r)]);
     }
     // The failure notice from any rank: every tag of the notice channel with this id.
     notice_op_ = std::make_shared<Op>();
@@ -699,6 +739,25 @@ void Fabric::take_notice(const Op& op, size_t len) {
                                : ccl_result_t(n.code);
     remote_what_ = "rank " + std::to_string(n.rank) + " (on another node) failed first: " + n.what;
     remote_code_.store(c, std::memory_order_release);
+}
+
+void Fabric::check_failed_locked() {
+    if (aborted_.load(std::memory_order_acquire))
+        throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
+    if (int code = remote_code_.load(std::memory_order_acquire)) {
+        if (on_remote_) on_remote_(ccl_result_t(code));
+        throw Error(ccl_result_t(code), remote_what_);
+    }
+    if (broken_seen_ != ep_->broken_count) {
+        broken_seen_ = ep_->broken_count;
+        for (int r = 0; r < int(addrs_.size()) && broken_peer_ < 0; ++r)
+            if (r != rank_ && ep_->is_broken(addrs_[size_t(r)])) broken_peer_ = r;
+    }
+    if (broken_peer_ >= 0)
+        throw Error(CCL_ERROR_PEER_FAILURE, "the libfabric connection to rank " +
+                                                std::to_string(broken_peer_) +
+                                                " (on another node) broke: it probably died");
+    if (check_) check_();
 }
 
 void Fabric::connect_all() {
@@ -848,6 +907,13 @@ Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t byte
         buf = op->copy.data();
     }
     std::lock_guard<std::mutex> lock(ep_->mu);
+    // A failure notice goes out whatever broke, but not to a rank whose connection broke.
+    const bool notice = ch == Channel::notice;
+    op->addr = addrs_[size_t(peer)];
+    if (!notice) check_failed_locked();
+    if (ep_->is_broken(op->addr))
+        throw Error(CCL_ERROR_PEER_FAILURE, "the libfabric connection to rank " +
+                                                std::to_string(peer) + " broke: it probably died");
     op->seq = seq ? *seq : send_seq_[size_t(ch)][size_t(peer)]++;
     const uint64_t tag = make_tag(ch, ids_[size_t(peer)], rank_, op->seq);
     auto deadline = std::chrono::steady_clock::now() +
@@ -867,21 +933,31 @@ Fabric::OpRef Fabric::send_op(int peer, Channel ch, const void* buf, size_t byte
         }
         ep_->pending[&op->ctx] = op;
     }
-    // The provider may be out of resources for a moment: progress and try again, within the
-    // deadline.
+    // The provider may be out of resources for a moment, or (re)connecting to the peer:
+    // progress and try again, within the deadline and while nothing broke.
+    auto give_up = [&] {
+        ep_->pending.erase(&op->ctx);
+        close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    };
     for (;;) {
-        const fi_addr_t to = addrs_[size_t(peer)];
+        const fi_addr_t to = op->addr;
         ssize_t r = inject ? fi_tinject(ep_->ep, buf, bytes, to, tag)
                     : data ? fi_tsenddata(ep_->ep, buf, bytes, desc, *data, to, tag, &op->ctx)
                            : fi_tsend(ep_->ep, buf, bytes, desc, to, tag, &op->ctx);
         if (r == 0) break;
         if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
-            ep_->pending.erase(&op->ctx);
-            close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+            give_up();
+            if (r != -FI_EAGAIN) ep_->mark_broken(to);
             throw Error(r == -FI_EAGAIN ? CCL_ERROR_TIMEOUT : CCL_ERROR_PEER_FAILURE,
                         fi_error("libfabric send to rank " + std::to_string(peer), int(r)));
         }
         ep_->poll_locked();
+        try {
+            if (!notice) check_failed_locked();
+        } catch (...) {
+            give_up();
+            throw;
+        }
     }
     if (inject) {
         // The provider queues it: one progress pass puts it on the wire, as waiting for a send's
@@ -911,6 +987,8 @@ std::shared_ptr<Fabric::Op> Fabric::recv_op_locked(std::shared_ptr<Op> op, Chann
     op->owner = this;
     const int peer = op->peer;
     const size_t bytes = op->bytes;
+    op->addr = addrs_[size_t(peer)];
+    check_failed_locked();
     op->seq = seq ? *seq : recv_seq_[size_t(ch)][size_t(peer)]++;
     const uint64_t tag = make_tag(ch, id_, peer, op->seq);
     void* desc = nullptr;
@@ -923,17 +1001,26 @@ std::shared_ptr<Fabric::Op> Fabric::recv_op_locked(std::shared_ptr<Op> op, Chann
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                         std::chrono::duration<double>(patience_s < 0 ? timeout_s_ : patience_s));
+    auto give_up = [&] {
+        ep_->pending.erase(&op->ctx);
+        close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+    };
     for (;;) {
         // The tag names the sender: no need for directed receives (FI_DIRECTED_RECV).
         ssize_t r = fi_trecv(ep_->ep, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op->ctx);
         if (r == 0) break;
         if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > deadline) {
-            ep_->pending.erase(&op->ctx);
-            close_fid(op->mr ? &op->mr->fid : nullptr, "memory region");
+            give_up();
             throw Error(r == -FI_EAGAIN ? CCL_ERROR_TIMEOUT : CCL_ERROR_PEER_FAILURE,
                         fi_error("libfabric receive from rank " + std::to_string(peer), int(r)));
         }
         ep_->poll_locked();
+        try {
+            check_failed_locked();
+        } catch (...) {
+            give_up();
+            throw;
+        }
     }
     return op;
 }
@@ -951,6 +1038,7 @@ void Fabric::cancel(const std::shared_ptr<Op>& op) noexcept {
     std::vector<Op*> open;
     auto cancel_one = [&](Op* o) {
         if (o->state.load() != 0) return;
+        o->cancelling = true;
         fi_cancel(&ep_->ep->fid, &o->ctx);
         open.push_back(o);
     };
@@ -1004,17 +1092,14 @@ bool Fabric::Done::ready() {
     }
     if (s == 1) return true;
     if (s == 2) throw Error(op_->code, op_->error);
-    if (int code = fab_.remote_code_.load(std::memory_order_acquire)) {
-        if (fab_.on_remote_) fab_.on_remote_(ccl_result_t(code));
-        std::lock_guard<std::mutex> lock(fab_.ep_->mu);
-        throw Error(ccl_result_t(code), fab_.remote_what_);
-    }
-    if (fab_.aborted_.load(std::memory_order_acquire))
-        throw Error(CCL_ERROR_ABORTED, "the communicator was aborted (ccl_comm_abort)");
     auto now = std::chrono::steady_clock::now();
-    if (now >= next_check_) {
+    if (now >= next_check_ || fab_.remote_code_.load(std::memory_order_acquire) ||
+        fab_.aborted_.load(std::memory_order_acquire)) {
         next_check_ = now + std::chrono::milliseconds(1);
-        if (fab_.check_) fab_.check_();
+        {
+            std::lock_guard<std::mutex> lock(fab_.ep_->mu);
+            fab_.check_failed_locked();
+        }
         if (now > deadline_)
             throw Error(CCL_ERROR_TIMEOUT,
                         std::string("timed out after ") + std::to_string(fab_.timeout_s_) +

@@ -194,6 +194,12 @@ private:
     OpRef in_parts(int peer, size_t bytes, bool is_recv, const Post& post);
     void cancel(const std::shared_ptr<Op>& op) noexcept;
     void take_notice(const Op& op, size_t len);  // under the endpoint's lock
+    // Throws when this communicator cannot go on, so that no wait or post outlasts a failure
+    // seen anywhere: it was aborted, a rank on another node sent a failure notice, the
+    // connection to one of its ranks broke, or the communicator's check (set_failure_check)
+    // throws. Under the endpoint's lock; every wait looks at least every millisecond, and every
+    // post before it starts and while the provider makes it wait.
+    void check_failed_locked();
 
     std::shared_ptr<Endpoint> ep_;
     int rank_, size_;
@@ -210,6 +216,10 @@ private:
     std::function<void(ccl_result_t)> on_remote_;
     std::atomic<bool> aborted_{false};
     std::function<void()> check_;
+    // A peer whose connection broke (Endpoint::mark_broken), once one did; and the endpoint's
+    // count of broken connections when this communicator last looked.
+    int broken_peer_ = -1;
+    uint64_t broken_seen_ = 0;
 };
 
 // Waits until an operation completed; throws its error, CCL_ERROR_TIMEOUT at the deadline,

@@ -8,9 +8,12 @@
 #   CASE: link_down.KxM   node1's link goes down (its bridge port): every rank on every node
 #                         fails (the cut ones too)
 #         node_killed.KxM every rank of node1 is SIGKILLed: the others fail
-# CCL_TIMEOUT of the ranks: MIDCOLL_CCL_TIMEOUT (default 4, 1 for node_killed); the check allows
-# that + 3 s. Setting MIDCOLL_CCL_TIMEOUT higher (e.g. 60) shows the test failing when deadlines
-# are not kept.
+#         rank_killed.KxM node1's last rank is SIGKILLed while every rank makes calls of four
+#                         alltoalls in a group: its node sees the death (the pid) and tells the
+#                         others, so every survivor fails well before its deadline
+# CCL_TIMEOUT of the ranks: MIDCOLL_CCL_TIMEOUT (default 4, 1 for node_killed, 10 for
+# rank_killed); the check allows that + 3 s (3 s for rank_killed). Setting MIDCOLL_CCL_TIMEOUT
+# higher (e.g. 60) shows the test failing when deadlines are not kept.
 # shellcheck disable=SC2086
 set -uo pipefail
 CASE=${1:?usage: $0 CASE cclrun mn_loop fakenodes}
@@ -29,6 +32,12 @@ N=$((K * M))
 limit=4
 [ "$what" = node_killed ] && limit=1
 timeout=${MIDCOLL_CCL_TIMEOUT:-$limit}  # CCL_TIMEOUT the ranks get
+coll=mix
+# A killed rank with co-located survivors: no deadline is needed (and cclrun SIGKILLs the
+# survivors 2 s after the death anyway).
+if [ "$what" = rank_killed ]; then
+    limit=0 timeout=${MIDCOLL_CCL_TIMEOUT:-10} coll=group_alltoall
+fi
 slack=3
 
 fakenodes_scratch "$FN"
@@ -48,7 +57,7 @@ ready() {
 for try in 1 2 3; do
     rm -f "$TMP/res/"*
     "$FN" exec node0 -- "$CCLRUN" --hosts "$("$FN" hosts)" --ppn "$M" -l \
-        --launcher-cmd "$FN exec {host} --" -- "$LOOP" --results "$TMP/res" --seconds 60 \
+        --launcher-cmd "$FN exec {host} --" -- "$LOOP" --results "$TMP/res" --seconds 60 --coll "$coll" \
         >"$TMP/out" 2>"$TMP/err" &
     job_pid=$!
     wait_for 60 'ready || [ -z "$(alive $job_pid)" ]'
@@ -74,6 +83,11 @@ node_killed)
         awk -v m="$M" '$1 >= m && $1 < 2 * m { print $2 }')
     kill -KILL $victims
     expect=$(seq 0 $((N - 1)) | awk -v m="$M" '$1 < m || $1 >= 2 * m')
+    ;;
+rank_killed)
+    victim=$((2 * M - 1))
+    kill -KILL "$(sed -n "s/^\[$victim\] rank [0-9]* ready pid \([0-9]*\)$/\1/p" "$TMP/out")"
+    expect=$(seq 0 $((N - 1)) | awk -v v="$victim" '$1 != v')
     ;;
 *)
     echo "unknown case $CASE"
@@ -115,7 +129,7 @@ for ((k = 0; k < K; k++)); do
     [ -z "$shm" ] || why="$why; node$k's /dev/shm holds: $shm"
 done
 if [ -z "$why" ]; then
-    ok "$CASE: every survivor failed with a peer-failure or timeout error within CCL_TIMEOUT ($limit s) + $slack s, cclrun exited $rc (${t}s)"
+    ok "$CASE: every survivor failed with a peer-failure or timeout error within $((limit + slack)) s of the break (CCL_TIMEOUT $timeout s), cclrun exited $rc (${t}s)"
 else
     fail "$CASE" "${why#; }" "rc=$rc" "stdout: $(cat "$TMP/out")" "stderr: $(tail -30 "$TMP/err")"
 fi

@@ -1,7 +1,9 @@
 // mn_loop: one rank of a job across (fake) nodes that calls a collective in a loop until it
 // fails, for the tests that break a node in the middle of one (tests/multinode/midcoll_fault.sh).
-//   mn_loop --results DIR [--coll mix|allreduce|allreduce_large|broadcast|barrier] [--seconds S]
-// (mix, the default: a 4 MiB allreduce, a 1 KiB one and a 4 MiB broadcast in turn)
+//   mn_loop --results DIR [--coll mix|allreduce|allreduce_large|broadcast|barrier|group_alltoall]
+//           [--seconds S]
+// (mix, the default: a 4 MiB allreduce, a 1 KiB one and a 4 MiB broadcast in turn;
+// group_alltoall: four alltoalls of 4 MiB in one group, one call)
 // Prints "rank R ready pid P" after its first successful call. When a call fails the rank
 // writes DIR/rank.R: "<PEER_FAILURE|TIMEOUT|OTHER:code> <CLOCK_REALTIME seconds of the failure>
 // <seconds since the failed call started>", destroys its communicator, then waits (at most 30 s)
@@ -30,7 +32,7 @@ double realtime_s() {
     return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-ccl_result_t once(const std::string& coll, ccl_comm_t comm, std::vector<float>& a,
+ccl_result_t once(const std::string& coll, ccl_comm_t comm, int size, std::vector<float>& a,
                   std::vector<float>& b) {
     if (coll == "allreduce")
         return ccl_allreduce(a.data(), b.data(), 256, CCL_FLOAT32, CCL_SUM, comm, nullptr, nullptr);
@@ -39,6 +41,13 @@ ccl_result_t once(const std::string& coll, ccl_comm_t comm, std::vector<float>& 
                              nullptr);
     if (coll == "broadcast")
         return ccl_broadcast(a.data(), a.size(), CCL_FLOAT32, 0, comm, nullptr, nullptr);
+    if (coll == "group_alltoall") {
+        ccl_group_start();
+        for (int k = 0; k < 4; ++k)
+            ccl_alltoall(a.data(), b.data(), a.size() / size_t(size), CCL_FLOAT32, comm, nullptr,
+                         nullptr);
+        return ccl_group_end();
+    }
     return ccl_barrier(comm, nullptr);
 }
 
@@ -77,7 +86,7 @@ int main(int argc, char** argv) {
     for (long it = 0; Clock::now() < end; ++it) {
         const auto t0 = Clock::now();
         static const char* const kMix[] = {"allreduce_large", "allreduce", "broadcast"};
-        r = once(coll == "mix" ? kMix[it % 3] : coll, comm, a, b);
+        r = once(coll == "mix" ? kMix[it % 3] : coll, comm, size, a, b);
         call_s = std::chrono::duration<double>(Clock::now() - t0).count();
         if (r != CCL_SUCCESS) break;
         if (it == 0) {

@@ -5,8 +5,10 @@
 //
 //   ccl_fault kill N [coll...]      SIGKILL one rank in the middle of a loop of each collective:
 //                                   every survivor fails with CCL_ERROR_PEER_FAILURE or
-//                                   CCL_ERROR_TIMEOUT within CCL_TIMEOUT + 2 s of the kill,
-//                                   destroys its communicator and exits.
+//                                   CCL_ERROR_TIMEOUT within CCL_TIMEOUT + 2 s of the kill
+//                                   (FAULT_LIMIT seconds, when set), destroys its communicator
+//                                   and exits. group_alltoall: four alltoalls in one group, one
+//                                   call.
 //   ccl_fault absent N              one rank (first the last, then rank 0) never arrives: the
 //                                   others' ccl_comm_create fails with CCL_ERROR_TIMEOUT within
 //                                   CCL_KVS_TIMEOUT + 2 s.
@@ -54,9 +56,9 @@ double env_seconds(const char* name, double fallback) {
     return v && *v ? std::atof(v) : fallback;
 }
 
-const char* const kColls[] = {"allreduce_small", "allreduce_large", "broadcast",
-                              "reduce",          "allgather",       "reduce_scatter",
-                              "alltoall",        "sendrecv",        "barrier"};
+const char* const kColls[] = {"allreduce_small", "allreduce_large", "broadcast", "reduce",
+                              "allgather",       "reduce_scatter",  "alltoall",  "sendrecv",
+                              "barrier",         "group_alltoall"};
 
 // ---------------------------------------------------------------------------------------------
 // Rank side.
@@ -88,6 +90,12 @@ ccl_result_t run_once(const std::string& coll, ccl_comm_t comm, int rank, int si
         return ccl_recv(b.data(), block, CCL_FLOAT32, (rank + size - 1) % size, comm, nullptr);
     }
     if (coll == "barrier") return ccl_barrier(comm, nullptr);
+    if (coll == "group_alltoall") {  // one call of four: one deadline for all of them
+        ccl_group_start();
+        for (int k = 0; k < 4; ++k)
+            ccl_alltoall(a.data(), b.data(), block, CCL_FLOAT32, comm, nullptr, nullptr);
+        return ccl_group_end();
+    }
     std::fprintf(stderr, "unknown collective %s\n", coll.c_str());
     std::exit(2);
 }
@@ -252,11 +260,13 @@ bool reap(const std::vector<pid_t>& pids, Clock::time_point deadline, std::map<p
     bool ok = left == 0;
     for (pid_t p : pids)
         if (p > 0 && !status.count(p)) {
-            std::printf("FAIL: pid %d still running at the deadline (a hang): killed\n", p);
+            std::printf(
+                "FAIL: pid %d still running at the deadline (too slow, or a hang): killed\n", p);
             kill(p, SIGKILL);
             int st = 0;
             waitpid(p, &st, 0);
             status[p] = st;
+            exit_s[p] = seconds_since(t0);
         }
     return ok;
 }
@@ -373,7 +383,7 @@ bool kill_case(int n, const std::string& coll, int victim, std::mt19937& rng) {
     const auto t0 = Clock::now();
     std::map<pid_t, int> status;
     std::map<pid_t, double> exit_s;
-    const double limit = timeout + 2;
+    const double limit = env_seconds("FAULT_LIMIT", timeout + 2);
     ok &=
         reap(pids,
              t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit)),
@@ -390,6 +400,7 @@ bool kill_case(int n, const std::string& coll, int victim, std::mt19937& rng) {
             continue;
         }
         slowest = std::max(slowest, exit_s[pids[size_t(r)]]);
+        std::printf("rank %d out %.2f s after the kill\n", r, exit_s[pids[size_t(r)]]);
         if (!exited_ok(st)) {
             std::printf("FAIL: rank %d ended with %s\n", r, describe(st).c_str());
             ok = false;
@@ -484,7 +495,7 @@ int usage() {
     std::fprintf(stderr,
                  "usage: ccl_fault kill N [collective...] | absent N | server-dies N\n"
                  "collectives: allreduce_small allreduce_large broadcast reduce allgather "
-                 "reduce_scatter alltoall sendrecv barrier\n");
+                 "reduce_scatter alltoall sendrecv barrier group_alltoall\n");
     return 2;
 }
 

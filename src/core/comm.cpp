@@ -334,6 +334,7 @@ void Communicator::setup_multinode(Bootstrap& boot) {
         arena_->segment().unlink();
         mailbox_->segment().unlink();
     }
+    arena_->set_comm_ranks(topo_.ranks_of(topo_.node()));
     // A notice from another node breaks this node's arena too, with the notice's code.
     fabric_->set_on_remote_failure(
         [arena = &*arena_](ccl_result_t code) { arena->mark_failed(code); });

@@ -17,10 +17,10 @@ namespace {
 void check_count(Arena& arena, int r, uint64_t declared, size_t expected, size_t esize) {
     if (declared != expected)
         arena.fail(CCL_ERROR_INVALID_USAGE,
-                   "allgatherv counts disagree: rank " + std::to_string(r) + " contributes " +
-                       std::to_string(declared / esize) + " elements, where rank " +
-                       std::to_string(arena.rank()) + "'s recvcounts[" + std::to_string(r) +
-                       "] is " + std::to_string(expected / esize));
+                   "allgatherv counts disagree: " + arena.rank_name(r) + " contributes " +
+                       std::to_string(declared / esize) + " elements, where " +
+                       arena.rank_name(arena.rank()) + " expects " +
+                       std::to_string(expected / esize) + " (its recvcounts)");
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ Task allreduce_direct_multi(Arena& arena, Signature sig, const std::vector<Allre
     for (int r = 0; r < n; ++r)
         if (r != me && std::memcmp(arena.peer_buffer(r), mine, described) != 0)
             arena.fail(CCL_ERROR_INVALID_USAGE,
-                       "collective mismatch in a group: rank " + std::to_string(r) +
-                           "'s allreduces differ from rank " + std::to_string(me) +
+                       "collective mismatch in a group: " + arena.rank_name(r) +
+                           "'s allreduces differ from " + arena.rank_name(me) +
                            "'s in count, datatype or reduction; every rank must make the same "
                            "calls in the same order");
     PerRank<const void*> srcs(n);
@@ -158,7 +158,7 @@ char* within(Arena& arena, int r, const void* base, size_t size, size_t at, size
     if (at > size || len > size - at)
         arena.fail(CCL_ERROR_INVALID_USAGE,
                    "collective mismatch: a single-copy transfer of bytes [" + std::to_string(at) +
-                       ", " + std::to_string(at + len) + ") of rank " + std::to_string(r) + "'s " +
+                       ", " + std::to_string(at + len) + ") of " + arena.rank_name(r) + "'s " +
                        what + " buffer, which it declared " + std::to_string(size) +
                        " bytes long: the ranks disagree on the call");
     return static_cast<char*>(const_cast<void*>(base)) + at;

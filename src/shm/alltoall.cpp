@@ -249,8 +249,8 @@ Task alltoallv(Arena& arena, Signature sig, const void* send, const size_t* send
         const Record rec = record_of(r);
         if (const uint64_t count = rec.count(ume); count != recvcounts[r])
             arena.fail(CCL_ERROR_INVALID_USAGE,
-                       "alltoallv counts disagree: rank " + std::to_string(r) + " sends " +
-                           std::to_string(count) + " elements to rank " + std::to_string(me) +
+                       "alltoallv counts disagree: " + arena.rank_name(int(r)) + " sends " +
+                           std::to_string(count) + " elements to " + arena.rank_name(me) +
                            ", which expects " + std::to_string(recvcounts[r]));
         uint64_t most = 0;
         for (size_t d = 0; d < un; ++d) most = std::max(most, rec.count(d));

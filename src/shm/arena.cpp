@@ -138,9 +138,8 @@ void Arena::fail_mismatch(int peer) {
     };
     Signature theirs;
     const std::string what = peer_signature(peer, &theirs) ? show(theirs) : "a later call";
-    fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: rank " + std::to_string(peer) + " called " +
-                                      what + " where rank " + std::to_string(rank_) + " called " +
-                                      show(signature_) +
+    fail(CCL_ERROR_INVALID_USAGE, "collective mismatch: " + rank_name(peer) + " called " + what +
+                                      " where " + rank_name(rank_) + " called " + show(signature_) +
                                       "; every rank must make the same calls in the same order, "
                                       "with the same count, datatype, reduction and root");
 }
@@ -219,12 +218,12 @@ bool Arena::test_word(const Word& w, uint32_t target, WaitClock& clock) {
     }
     if (now >= clock.deadline)
         fail(CCL_ERROR_TIMEOUT, "timed out after " + std::to_string(timeout_s_) +
-                                    " s (CCL_TIMEOUT) waiting for rank " + std::to_string(w.owner));
+                                    " s (CCL_TIMEOUT) waiting for " + rank_name(w.owner));
     if (now >= clock.next_liveness) {
         clock.next_liveness = now + kLivenessPeriod;
         if (!peer_alive(w.owner))
-            fail(CCL_ERROR_PEER_FAILURE, "rank " + std::to_string(w.owner) + " (pid " +
-                                             std::to_string(peer_pid(w.owner)) + ") died");
+            fail(CCL_ERROR_PEER_FAILURE,
+                 rank_name(w.owner) + " (pid " + std::to_string(peer_pid(w.owner)) + ") died");
     }
     return false;
 }
@@ -328,11 +327,10 @@ ccl_result_t Arena::failure_in_header(std::string* message) const {
     // A peer's abort is, seen from here, a peer that gave up.
     const auto code = ccl_result_t(f >> 32);
     if (message)
-        *message =
-            "rank " + std::to_string(who) +
-            (code == CCL_ERROR_ABORTED
-                 ? std::string(" aborted the communicator (ccl_comm_abort)")
-                 : std::string(" of this communicator failed first (") + result_name(code) + ")");
+        *message = rank_name(who) + (code == CCL_ERROR_ABORTED
+                                         ? std::string(" aborted the communicator (ccl_comm_abort)")
+                                         : std::string(" of this communicator failed first (") +
+                                               result_name(code) + ")");
     return code == CCL_ERROR_ABORTED ? CCL_ERROR_PEER_FAILURE : code;
 }
 

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ccl/ccl.h"
 #include "core/task.h"
@@ -101,6 +102,13 @@ public:
 
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
+    // Rank r as messages name it: its rank in the communicator (set_comm_ranks; else r).
+    std::string rank_name(int r) const {
+        return "rank " + std::to_string(comm_ranks_.empty() ? r : comm_ranks_[size_t(r)]);
+    }
+    // The communicator's ranks of the arena's ranks, where they differ (a node of a communicator
+    // across nodes).
+    void set_comm_ranks(std::vector<int> ranks) { comm_ranks_ = std::move(ranks); }
     // How its waits spin, yield and sleep (shm/wait.h).
     const WaitPolicy& policy() const { return policy_; }
     size_t buffer_size() const { return buffer_size_; }
@@ -340,6 +348,7 @@ private:
     uint64_t known_done_ = 0;             // every rank is known to be done with rounds <= this
     Signature signature_;
     DescribeSignature describe_;
+    std::vector<int> comm_ranks_;
     std::atomic<bool> failed_{false};
     std::atomic<int> failure_code_{CCL_SUCCESS};
     std::atomic<bool> aborted_{false};  // set by abort(), from any thread

@@ -1,6 +1,10 @@
 // The collectives of the C ABI: argument checks, then the communicator runs the call.
+#include <sys/mman.h>
+
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "core/device_coll.h"
@@ -12,6 +16,22 @@
 namespace ccl::capi {
 
 namespace {
+
+// Where the user address space ends: no buffer reaches past it, so no count whose bytes would is
+// a count of a real buffer. Linux places the stack at the top of the default space (47 bits on
+// x86-64, 39 to 48 on aarch64) and maps above it only with five-level page tables and a hint
+// above (then at most 56 bits): one page asked for there says which.
+uintptr_t user_space_end() {
+    if constexpr (sizeof(uintptr_t) < 8) return UINTPTR_MAX;
+    int local = 0;
+    const uintptr_t end = std::bit_ceil(reinterpret_cast<uintptr_t>(&local));
+    void* p = ::mmap(reinterpret_cast<void*>(end), 4096, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return end;
+    ::munmap(p, 4096);
+    return reinterpret_cast<uintptr_t>(p) >= end ? uintptr_t(1) << 56 : end;
+}
+const uintptr_t kUserSpaceEnd = user_space_end();
 
 // The checks below run on every call: their messages are built out of line (cold), so that the
 // checks themselves inline to a compare or two.
@@ -27,13 +47,19 @@ CCL_COLD void bad_op(ccl_reduction_t op) {
                 "reduction " + std::to_string(int(op)) + " is not a ccl_reduction_t");
 }
 
-CCL_COLD void bad_count(size_t count, ccl_datatype_t dtype) {
-    throw Error(CCL_ERROR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
-                                                dtype_name(dtype) + " overflows the address space");
+CCL_COLD void bad_count(const char* name, size_t count, ccl_datatype_t dtype) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " " + std::to_string(count) +
+                                                " of " + dtype_name(dtype) +
+                                                " overflows the address space");
 }
 
-CCL_COLD void bad_buffer(const char* name) {
-    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+CCL_COLD void bad_buffer(const char* name, const void* p, size_t bytes) {
+    if (!p) throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+    char at[32];
+    std::snprintf(at, sizeof at, "%p", p);
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + ": " + std::to_string(bytes) +
+                                                " bytes from " + at +
+                                                " overflow the address space (counts too large)");
 }
 
 CCL_COLD void bad_attr_size(const ccl_coll_attr_t* attr) {
@@ -52,17 +78,18 @@ void check_op(ccl_reduction_t op) {
 }
 
 // The byte size of `count` elements, refusing sizes no buffer can have.
-size_t byte_size(size_t count, ccl_datatype_t dtype) {
+size_t byte_size(size_t count, ccl_datatype_t dtype, const char* name) {
     size_t bytes;  // a multiplication, not a division: this is on every call's path
-    if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes) || bytes > size_t(PTRDIFF_MAX))
+    if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes) || bytes > kUserSpaceEnd)
         [[unlikely]]
-        bad_count(count, dtype);
+        bad_count(name, count, dtype);
     return bytes;
 }
 
+// A buffer of `bytes` (from byte_size or a sum of them): not NULL, and within the address space.
 void check_buffer(const void* p, size_t bytes, const char* name) {
-    if (!p && bytes > 0) [[unlikely]]
-        bad_buffer(name);
+    if (bytes > 0 && (!p || reinterpret_cast<uintptr_t>(p) > kUserSpaceEnd - bytes)) [[unlikely]]
+        bad_buffer(name, p, bytes);
 }
 
 // Buffers that overlap (other than in a collective's in-place form, which callers let through)
@@ -97,8 +124,13 @@ size_t check_counts(const size_t* counts, const Communicator& comm, ccl_datatype
     v.insert(v.end(), counts, counts + comm.size());
     size_t total = 0;
     for (const size_t* c = counts; c != counts + comm.size(); ++c) {
-        size_t bytes = byte_size(*c, dtype);
-        if (bytes > size_t(PTRDIFF_MAX) - total)
+        size_t bytes;
+        if (__builtin_mul_overflow(*c, dtype_size(dtype), &bytes) || bytes > kUserSpaceEnd)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        std::string(name) + "[" + std::to_string(c - counts) + "] is " +
+                            std::to_string(*c) + " " + dtype_name(dtype) +
+                            ": more than the address space holds (overflow)");
+        if (bytes > kUserSpaceEnd - total)
             throw Error(CCL_ERROR_INVALID_ARGUMENT,
                         std::string("the counts of ") + name + " overflow the address space");
         total += bytes;
@@ -110,7 +142,7 @@ size_t check_counts(const size_t* counts, const Communicator& comm, ccl_datatype
 // buffer can have.
 size_t times_ranks(size_t bytes, const Communicator& comm, const char* count_name) {
     size_t total = bytes * size_t(comm.size());
-    if (total / size_t(comm.size()) != bytes || total > size_t(PTRDIFF_MAX))
+    if (total / size_t(comm.size()) != bytes || total > kUserSpaceEnd)
         throw Error(
             CCL_ERROR_INVALID_ARGUMENT,
             std::string(count_name) + " times the communicator's size overflows the address space");
@@ -254,7 +286,7 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_op(op);
-        size_t bytes = byte_size(count, dtype);
+        size_t bytes = byte_size(count, dtype, "count");
         check_buffer(send, bytes, "send");
         check_buffer(recv, bytes, "recv");
         if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
@@ -268,7 +300,7 @@ ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int ro
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_root(root, c);
         check_attr(attr);
         submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr, req);
@@ -290,7 +322,7 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
         check_dtype(dtype);
         check_op(op);
         check_root(root, c);
-        size_t bytes = byte_size(count, dtype);
+        size_t bytes = byte_size(count, dtype, "count");
         check_buffer(send, bytes, "send");
         if (c.rank() == root) {
             check_buffer(recv, bytes, "recv");
@@ -306,7 +338,7 @@ ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_d
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        size_t bytes = byte_size(sendcount, dtype);
+        size_t bytes = byte_size(sendcount, dtype, "sendcount");
         size_t total = times_ranks(bytes, c, "sendcount");
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
@@ -330,7 +362,7 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
                                                         " but recvcounts[" +
                                                         std::to_string(c.rank()) + "] is " +
                                                         std::to_string(counts[size_t(c.rank())]));
-        size_t bytes = byte_size(sendcount, dtype), offset = 0;
+        size_t bytes = byte_size(sendcount, dtype, "sendcount"), offset = 0;
         for (int r = 0; r < c.rank(); ++r) offset += counts[size_t(r)] * dtype_size(dtype);
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
@@ -350,7 +382,7 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
         check_op(op);
-        size_t bytes = byte_size(recvcount, dtype);
+        size_t bytes = byte_size(recvcount, dtype, "recvcount");
         size_t total = times_ranks(bytes, c, "recvcount");
         check_buffer(send, total, "send");
         check_buffer(recv, bytes, "recv");
@@ -366,7 +398,7 @@ ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_dataty
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        size_t bytes = byte_size(count, dtype);
+        size_t bytes = byte_size(count, dtype, "count");
         size_t total = times_ranks(bytes, c, "count");
         check_buffer(send, total, "send");
         check_buffer(recv, total, "recv");
@@ -403,7 +435,7 @@ ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int p
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
         submit(c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr, req);
     });
@@ -414,7 +446,7 @@ ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, c
     return guarded(__func__, [&] {
         Communicator& c = comm_table().use(comm, "communicator");
         check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
         submit(c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr, req);
     });

@@ -221,6 +221,9 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
 /*
  * Collectives. Every rank of the communicator calls the same collectives in the same order with
  * matching count, datatype, reduction and root. In place when send == recv. `attr` may be NULL.
+ * Counts are refused (CCL_ERROR_INVALID_ARGUMENT, naming the argument) when no buffer can have
+ * them: when a buffer of that many elements, or of all blocks of a v-collective's counts, would
+ * not fit in the address space from where it starts. The same holds for send and receive.
  *
  * `req` NULL means blocking: the call returns when this rank's part is done. Non-NULL means
  * nonblocking: the call checks its arguments, stores a request in *req and returns at once; a

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "core/device_coll.h"
@@ -211,16 +212,56 @@ void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedul
     *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
+// The communicators this thread's open group recorded calls on, and the group's depth (as
+// core/group.cpp counts it). The outermost ccl_group_end enters them all while it issues and
+// waits (each is used by one thread at a time); the calls on one it cannot enter complete with
+// that error instead.
+struct GroupMember {
+    ccl_comm_t handle;
+    const Communicator* comm;  // kept alive by the group's records
+};
+thread_local std::vector<GroupMember> group_members;
+thread_local int group_depth = 0;
+
+void note_group_member(ccl_comm_t handle, const Communicator& comm) {
+    for (const GroupMember& m : group_members)
+        if (m.handle == handle) return;
+    group_members.push_back({handle, &comm});
+}
+
+void end_group() {
+    if (group_depth != 1) {  // an inner end, or one without a start (group_end says so)
+        group_end();
+        --group_depth;
+        return;
+    }
+    group_depth = 0;
+    std::vector<GroupMember> members = std::move(group_members);
+    group_members.clear();
+    std::vector<std::unique_ptr<CommTable::Entry>> entries;
+    entries.reserve(members.size());
+    for (const GroupMember& m : members) {
+        try {
+            entries.push_back(
+                std::make_unique<CommTable::Entry>(comm_table(), m.handle, "communicator"));
+        } catch (const Error& e) {
+            group_refuse(*m.comm, e);
+        }
+    }
+    group_end();
+}
+
 // submit's other paths: device buffers and streams (src/core/device_coll.h), groups and match_id
 // caching.
-void submit_general(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
-                    const ccl_coll_attr_t* attr, ccl_request_t* req) {
+void submit_general(ccl_comm_t handle, Communicator& comm, const CollSignature& sig,
+                    const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     CallOptions opts = options(attr);
     std::shared_ptr<ze::Stream> stream = stream_of(attr);
     if (ze::active() || stream) xpu_checks(comm, sig, bufs, stream.get(), attr, req);
     if (group_active()) {
         std::shared_ptr<Request> r = req ? make_pooled<Request>() : nullptr;
         group_add(comm.shared_from_this(), sig, bufs, opts, r);
+        note_group_member(handle, comm);
         if (req) *req = request_table().add<ccl_request_t>(std::move(r));
         return;
     }
@@ -241,11 +282,11 @@ const CallOptions kPlainCall{};
 // common case (host buffers, no stream, no group, no match_id) takes a few branches here: the
 // cost of a small blocking call is mostly its instructions (docs/performance-history.md,
 // session 12).
-void submit(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
+void submit(ccl_comm_t handle, Communicator& comm, const CollSignature& sig, const Buffers& bufs,
             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     if ((attr && attr->to_cache) || has_stream(attr) || ze::active() || group_active())
         [[unlikely]] {
-        submit_general(comm, sig, bufs, attr, req);
+        submit_general(handle, comm, sig, bufs, attr, req);
         return;
     }
     if (sig.coll == CollType::recv) {
@@ -283,7 +324,8 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
                            ccl_reduction_t op, ccl_comm_t comm, const ccl_coll_attr_t* attr,
                            ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_op(op);
         size_t bytes = byte_size(count, dtype, "count");
@@ -291,26 +333,29 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
         check_buffer(recv, bytes, "recv");
         if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         check_attr(attr);
-        submit(c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr, req);
     });
 }
 
 ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int root, ccl_comm_t comm,
                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_root(root, c);
         check_attr(attr);
-        submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr, req);
+        submit(comm, c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr,
+               req);
     });
 }
 
 ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
-        submit(c, CollSignature{}, {}, nullptr, req);
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
+        submit(comm, c, CollSignature{}, {}, nullptr, req);
     });
 }
 
@@ -318,7 +363,8 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
                         ccl_reduction_t op, int root, ccl_comm_t comm, const ccl_coll_attr_t* attr,
                         ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_op(op);
         check_root(root, c);
@@ -329,14 +375,15 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
             if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         }
         check_attr(attr);
-        submit(c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr, req);
     });
 }
 
 ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_datatype_t dtype,
                            ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         size_t bytes = byte_size(sendcount, dtype, "sendcount");
         size_t total = times_ranks(bytes, c, "sendcount");
@@ -345,7 +392,8 @@ ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_d
         if (send != block_of(recv, bytes, c.rank()))
             check_overlap(send, bytes, recv, total, "send == recv + rank * sendcount");
         check_attr(attr);
-        submit(c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
+               req);
     });
 }
 
@@ -353,7 +401,8 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
                             const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         std::vector<size_t> counts;
         size_t total = check_counts(recvcounts, c, dtype, "recvcounts", counts);
@@ -370,8 +419,8 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
             check_overlap(send, bytes, recv, total, "send == recv + this rank's offset");
         check_attr(attr);
         size_t count = total / dtype_size(dtype);
-        submit(c, {CollType::allgatherv, count, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
-               attr, req);
+        submit(comm, c, {CollType::allgatherv, count, dtype, CCL_SUM, 0},
+               {send, recv, std::move(counts)}, attr, req);
     });
 }
 
@@ -379,7 +428,8 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
                                 ccl_datatype_t dtype, ccl_reduction_t op, ccl_comm_t comm,
                                 const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_op(op);
         size_t bytes = byte_size(recvcount, dtype, "recvcount");
@@ -389,14 +439,16 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
         if (recv != block_of(send, bytes, c.rank()))
             check_overlap(send, total, recv, bytes, "recv == send + rank * recvcount");
         check_attr(attr);
-        submit(c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr,
+               req);
     });
 }
 
 ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
                           ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         size_t bytes = byte_size(count, dtype, "count");
         size_t total = times_ranks(bytes, c, "count");
@@ -404,7 +456,8 @@ ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_dataty
         check_buffer(recv, total, "recv");
         if (send != recv) check_overlap(send, total, recv, total, "send == recv");
         check_attr(attr);
-        submit(c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
+               req);
     });
 }
 
@@ -412,7 +465,8 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                            const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         std::vector<size_t> counts;  // sendcounts, then recvcounts
         counts.reserve(2 * size_t(c.size()));
@@ -425,39 +479,46 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                         "alltoallv cannot run in place (send == recv): use separate buffers");
         check_overlap(send, send_total, recv, recv_total, "separate buffers for alltoallv");
         check_attr(attr);
-        submit(c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
-               attr, req);
+        submit(comm, c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0},
+               {send, recv, std::move(counts)}, attr, req);
     });
 }
 
 ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
                       ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
-        submit(c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr, req);
+        submit(comm, c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr,
+               req);
     });
 }
 
 ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, ccl_comm_t comm,
                       ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
-        submit(c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr, req);
+        submit(comm, c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr,
+               req);
     });
 }
 
 ccl_result_t ccl_group_start(void) {
-    return guarded(__func__, [] { group_start(); });
+    return guarded(__func__, [] {
+        group_start();
+        ++group_depth;
+    });
 }
 
 ccl_result_t ccl_group_end(void) {
-    return guarded(__func__, [] { group_end(); });
+    return guarded(__func__, [] { end_group(); });
 }
 
 }  // extern "C"

@@ -203,7 +203,8 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
 
 const Config& config() {
     static std::mutex mu;
-    static std::optional<Config> parsed;
+    // Never destroyed: calls made while the process exits read it too.
+    static std::optional<Config>& parsed = *new std::optional<Config>;
     std::lock_guard<std::mutex> lock(mu);
     if (!parsed) parsed = parse_config([](const char* n) -> const char* { return std::getenv(n); });
     return *parsed;

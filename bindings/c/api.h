@@ -59,61 +59,76 @@ private:
     std::atomic<bool> held_{false};
 };
 
-// Live objects behind opaque handles. A handle is a slot of the table, the slot's generation (how
-// many objects it held before) and a type tag in its low bits, not a pointer: NULL, destroyed and
-// wrong-type handles are all detected (until a slot is reused 2^32 times). Slots are reused, so
-// adding and removing cost no allocation, and never move (they live in chunks of 64, 128, 256 ...
-// slots), so that use() needs no lock.
-template <class T, uintptr_t Tag>
+// A per-process random value (getrandom, else the clock and addresses) for handle keys.
+uint64_t random_key() noexcept;
+
+// Live objects behind opaque handles, in a table that is never destroyed: it is constant-
+// initialized and trivially destructible, so that a call made while the process exits (an atexit
+// handler, a static's destructor) still finds it, and the objects it holds, intact.
+//
+// A handle encodes a slot of the table, the slot's generation (how many objects it held before,
+// counted from 1: generation 0 is never valid) and a type tag, mixed with a random per-table key
+// by an invertible multiplication. NULL, destroyed (stale), wrong-type and made-up handles are
+// all refused: a value decodes to a live object only with its slot's current generation, which
+// no small integer, neighbouring value or guess finds but by chance (about 2^-32 a try).
+// Slots are reused, so that adding and removing cost no allocation, and never move (they live
+// in chunks of 64, 128, 256 ... slots), so that use() and enter() need no lock.
+//
+// Entries (enter): a call that may not share its object with a concurrent call of another thread
+// (ccl.h: a communicator is used by one thread at a time) holds the slot's entry word while it
+// runs; a second call finds it taken and is refused. The word is in the slot, not in the object,
+// so that entering never touches an object that a destroy on another thread may be freeing:
+// retire() takes the word too, or, finding a call inside, leaves the object to that call, whose
+// leave() hands it to Release once it is out.
+// What a table does with an object retired while a call was inside, once the call is out: drops it.
+template <class T>
+void drop(std::shared_ptr<T>) noexcept {}
+
+template <class T, uintptr_t Tag, void (*Release)(std::shared_ptr<T>) noexcept = drop<T>>
 class HandleTable {
+    struct Slot;
+
 public:
-    HandleTable() = default;
+    constexpr HandleTable() = default;
     HandleTable(const HandleTable&) = delete;
     HandleTable& operator=(const HandleTable&) = delete;
-    ~HandleTable() {
-        for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
-    }
 
     template <class H>
     H add(std::shared_ptr<T> object) {
         std::lock_guard<SpinLock> lock(mu_);
+        if (key_.load(std::memory_order_relaxed) == 0)
+            // Low bits clear: a tagged value mixed with it is never 0 (NULL).
+            key_.store((random_key() | 1) << 4, std::memory_order_relaxed);
         uintptr_t i;
-        if (free_.empty()) {
+        if (free_ == kNone) {
             i = size_.load(std::memory_order_relaxed);
             if (i >= kMaxSlots) throw Error(CCL_ERROR_OUT_OF_MEMORY, "too many live handles");
             const auto [c, at] = place(i);
             if (at == 0) chunks_[c].store(new Slot[kFirst << c], std::memory_order_release);
             size_.store(i + 1, std::memory_order_release);
         } else {
-            i = free_.back();
-            free_.pop_back();
+            i = free_;
+            free_ = at(i).next_free;
         }
         Slot& s = at(i);
+        s.index = i;
         s.live.store(object.get(), std::memory_order_release);
         s.object = std::move(object);
-        return reinterpret_cast<H>((s.gen.load(std::memory_order_relaxed) << kGenShift) | (i << 4) |
-                                   Tag);
+        return reinterpret_cast<H>(encode(s.gen.load(std::memory_order_relaxed), i));
     }
     // A reference to the object, for the holder.
     std::shared_ptr<T> get(const void* handle, const char* what) {
         std::lock_guard<SpinLock> lock(mu_);
         use(handle, what);  // validates it
-        return at(index(handle)).object;
+        return slot(handle).object;
     }
     // The object, without a lock or a reference count, for a call that the threading rules let
-    // use it meanwhile: only the calling thread may remove it (ccl.h: a communicator, a request is
-    // used by one thread at a time). Adds and removes of other slots may run at the same time.
+    // use it meanwhile: only the calling thread may remove it (ccl.h: a request is used by one
+    // thread at a time). Adds and removes of other slots may run at the same time.
     // This is the path of every call; a locked instruction here would also cost a full fence,
     // which waits for this thread's last store to a line its peer polls (a cross-core round trip).
     T& use(const void* handle, const char* what) const {
-        const auto h = reinterpret_cast<uintptr_t>(handle);
-        const uintptr_t i = index(handle);
-        T* object = nullptr;
-        if ((h & 15) == Tag && i < size_.load(std::memory_order_acquire)) {
-            const Slot& s = at(i);
-            object = s.live.load(std::memory_order_acquire);
-            if (s.gen.load(std::memory_order_relaxed) != h >> kGenShift) object = nullptr;
-        }
+        T* object = lookup(handle);
         if (!object) [[unlikely]]
             invalid(handle, what);
         return *object;
@@ -121,13 +136,51 @@ public:
     std::shared_ptr<T> remove(const void* handle, const char* what) {
         std::lock_guard<SpinLock> lock(mu_);
         use(handle, what);
-        const uintptr_t i = index(handle);
-        Slot& s = at(i);
-        s.live.store(nullptr, std::memory_order_release);
-        s.gen.store((s.gen.load(std::memory_order_relaxed) + 1) & kGenMask,
-                    std::memory_order_relaxed);
-        free_.push_back(i);
+        Slot& s = slot(handle);
+        invalidate(s);
+        free(s);
         return std::move(s.object);
+    }
+
+    // A call inside an object: holds its slot's entry word from construction to destruction.
+    class Entry {
+    public:
+        // Refused with CCL_ERROR_INVALID_ARGUMENT for a handle that is not valid, and with
+        // CCL_ERROR_INVALID_USAGE while another call is inside.
+        Entry(HandleTable& table, const void* handle, const char* what)
+            : table_(table), object_(table.take(handle, what, slot_)) {}
+        ~Entry() { table_.leave(*slot_); }
+        Entry(const Entry&) = delete;
+        Entry& operator=(const Entry&) = delete;
+        T& operator*() const { return *object_; }
+        T* operator->() const { return object_; }
+
+    private:
+        HandleTable& table_;
+        Slot* slot_ = nullptr;
+        T* object_;
+    };
+    Entry enter(const void* handle, const char* what) { return Entry(*this, handle, what); }
+
+    // Removes the handle at once. Returns the object for the caller to release, or null when a
+    // call is inside it on another thread: that call releases it (Release) when it leaves.
+    std::shared_ptr<T> retire(const void* handle, const char* what) {
+        std::lock_guard<SpinLock> lock(mu_);
+        use(handle, what);
+        Slot& s = slot(handle);
+        invalidate(s);  // no call enters it from now on
+        for (;;) {
+            uint32_t e = kFree;
+            if (s.entry.compare_exchange_strong(e, kInside, std::memory_order_acquire)) {
+                free(s);
+                s.entry.store(kFree, std::memory_order_release);
+                return std::move(s.object);
+            }
+            // e is kInside (only retire, here, makes kOrphan): hand the object to that call,
+            // unless it left meanwhile.
+            if (s.entry.compare_exchange_strong(e, kOrphan, std::memory_order_acq_rel))
+                return nullptr;
+        }
     }
 
 private:
@@ -136,11 +189,95 @@ private:
     static constexpr uintptr_t kMaxSlots = uintptr_t(1) << (kGenShift - 4);
     static constexpr uintptr_t kFirst = 64;  // slots in chunk 0; chunk c holds kFirst << c
     static constexpr int kChunks = std::bit_width(kMaxSlots / kFirst);
-    struct Slot {
+    static constexpr uintptr_t kNone = ~uintptr_t(0);
+    // Odd, so invertible modulo 2^bits; kUnmix is its inverse (Newton's iteration).
+    static constexpr uintptr_t kMix = uintptr_t(0x9e3779b97f4a7c15ull);
+    static constexpr uintptr_t kUnmix = [] {
+        uintptr_t x = kMix;
+        for (int i = 0; i < 6; ++i) x *= 2 - kMix * x;
+        return x;
+    }();
+    static_assert(kMix * kUnmix == 1);
+    // The entry word: no call inside, a call inside, a call inside whose object was retired.
+    static constexpr uint32_t kFree = 0, kInside = 1, kOrphan = 3;
+
+    // One cache line each, so that calls on different objects from different threads do not
+    // contend for one line.
+    struct alignas(64) Slot {
         std::atomic<T*> live{nullptr};  // the object, null while free: what use() reads
-        std::atomic<uintptr_t> gen{0};  // changed only while free
-        std::shared_ptr<T> object;      // mu_ held
+        std::atomic<uintptr_t> gen{1};  // changed only while free (or retired), never 0
+        std::atomic<uint32_t> entry{kFree};
+        uintptr_t index = 0;          // its own
+        uintptr_t next_free = kNone;  // mu_ held
+        std::shared_ptr<T> object;    // mu_ held
     };
+
+    uintptr_t encode(uintptr_t gen, uintptr_t i) const {
+        return ((gen << kGenShift | i << 4 | Tag) ^ key_.load(std::memory_order_relaxed)) * kMix;
+    }
+    uintptr_t decode(const void* handle) const {
+        return (reinterpret_cast<uintptr_t>(handle) * kUnmix) ^
+               key_.load(std::memory_order_relaxed);
+    }
+    // The slot a handle's value names if its tag and index are right, or null.
+    Slot* slot_of(uintptr_t raw) const {
+        const uintptr_t i = (raw & kGenMask) >> 4;
+        return (raw & 15) == Tag && i < size_.load(std::memory_order_acquire) ? &at(i) : nullptr;
+    }
+    // The object a handle names, or null. The object first: a slot's next object is stored after
+    // its generation changed.
+    T* lookup(const void* handle) const {
+        const uintptr_t raw = decode(handle);
+        const Slot* s = slot_of(raw);
+        if (!s) return nullptr;
+        T* object = s->live.load(std::memory_order_acquire);
+        return s->gen.load(std::memory_order_relaxed) == raw >> kGenShift ? object : nullptr;
+    }
+    Slot& slot(const void* handle) { return at((decode(handle) & kGenMask) >> 4); }  // valid
+
+    // Takes the entry word of a valid handle's slot; returns its object.
+    T* take(const void* handle, const char* what, Slot*& slot) {
+        const uintptr_t raw = decode(handle), gen = raw >> kGenShift;
+        slot = slot_of(raw);
+        if (!slot || slot->gen.load(std::memory_order_relaxed) != gen) [[unlikely]]
+            invalid(handle, what);
+        uint32_t e = kFree;
+        if (!slot->entry.compare_exchange_strong(e, kInside, std::memory_order_acquire))
+            [[unlikely]]
+            busy(what);
+        // Only now is the answer sure: retired before the exchange, the slot has another
+        // generation (or no object). Then out again, by a leave that releases the object of a
+        // newer handle of the slot if that was retired meanwhile.
+        T* object = slot->live.load(std::memory_order_acquire);
+        if (!object || slot->gen.load(std::memory_order_relaxed) != gen) [[unlikely]] {
+            leave(*slot);
+            invalid(handle, what);
+        }
+        return object;
+    }
+    void leave(Slot& s) noexcept {
+        if (s.entry.exchange(kFree, std::memory_order_release) != kInside) [[unlikely]]
+            orphaned(s);
+    }
+    [[gnu::cold, gnu::noinline]] void orphaned(Slot& s) noexcept {
+        std::shared_ptr<T> object;
+        {
+            std::lock_guard<SpinLock> lock(mu_);
+            free(s);
+            object = std::move(s.object);
+        }
+        Release(std::move(object));
+    }
+    // Makes every handle of the slot invalid (mu_ held).
+    void invalidate(Slot& s) {
+        s.live.store(nullptr, std::memory_order_release);
+        uintptr_t gen = (s.gen.load(std::memory_order_relaxed) + 1) & kGenMask;
+        s.gen.store(gen ? gen : 1, std::memory_order_release);
+    }
+    void free(Slot& s) {  // mu_ held
+        s.next_free = free_;
+        free_ = s.index;
+    }
     // Out of line, so that use() inlines to a few loads and compares.
     [[noreturn, gnu::cold, gnu::noinline]] static void invalid(const void* handle,
                                                                const char* what) {
@@ -149,8 +286,10 @@ private:
             handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
                    : std::string(what) + " handle is NULL");
     }
-    static uintptr_t index(const void* handle) {
-        return (reinterpret_cast<uintptr_t>(handle) & kGenMask) >> 4;
+    [[noreturn, gnu::cold, gnu::noinline]] static void busy(const char* what) {
+        throw Error(CCL_ERROR_INVALID_USAGE,
+                    std::string("another thread is inside a call on this ") + what + ": a " + what +
+                        " is used by one thread at a time (ccl.h)");
     }
     // Slot i's chunk and its place there: chunk c starts at slot kFirst * (2^c - 1).
     static std::pair<int, uintptr_t> place(uintptr_t i) {
@@ -165,7 +304,8 @@ private:
     SpinLock mu_;  // adds and removes
     std::array<std::atomic<Slot*>, kChunks> chunks_{};
     std::atomic<uintptr_t> size_{0};  // slots made
-    std::vector<uintptr_t> free_;     // slots to reuse, the last freed first (mu_ held)
+    std::atomic<uintptr_t> key_{0};   // drawn at the first add
+    uintptr_t free_ = kNone;          // slots to reuse, the last freed first (mu_ held)
 };
 
 // An output pointer argument must not be NULL.

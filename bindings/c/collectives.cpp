@@ -1,6 +1,11 @@
 // The collectives of the C ABI: argument checks, then the communicator runs the call.
+#include <sys/mman.h>
+
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "core/device_coll.h"
@@ -12,6 +17,22 @@
 namespace ccl::capi {
 
 namespace {
+
+// Where the user address space ends: no buffer reaches past it, so no count whose bytes would is
+// a count of a real buffer. Linux places the stack at the top of the default space (47 bits on
+// x86-64, 39 to 48 on aarch64) and maps above it only with five-level page tables and a hint
+// above (then at most 56 bits): one page asked for there says which.
+uintptr_t user_space_end() {
+    if constexpr (sizeof(uintptr_t) < 8) return UINTPTR_MAX;
+    int local = 0;
+    const uintptr_t end = std::bit_ceil(reinterpret_cast<uintptr_t>(&local));
+    void* p = ::mmap(reinterpret_cast<void*>(end), 4096, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return end;
+    ::munmap(p, 4096);
+    return reinterpret_cast<uintptr_t>(p) >= end ? uintptr_t(1) << 56 : end;
+}
+const uintptr_t kUserSpaceEnd = user_space_end();
 
 // The checks below run on every call: their messages are built out of line (cold), so that the
 // checks themselves inline to a compare or two.
@@ -27,13 +48,19 @@ CCL_COLD void bad_op(ccl_reduction_t op) {
                 "reduction " + std::to_string(int(op)) + " is not a ccl_reduction_t");
 }
 
-CCL_COLD void bad_count(size_t count, ccl_datatype_t dtype) {
-    throw Error(CCL_ERROR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
-                                                dtype_name(dtype) + " overflows the address space");
+CCL_COLD void bad_count(const char* name, size_t count, ccl_datatype_t dtype) {
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " " + std::to_string(count) +
+                                                " of " + dtype_name(dtype) +
+                                                " overflows the address space");
 }
 
-CCL_COLD void bad_buffer(const char* name) {
-    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+CCL_COLD void bad_buffer(const char* name, const void* p, size_t bytes) {
+    if (!p) throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL with count > 0");
+    char at[32];
+    std::snprintf(at, sizeof at, "%p", p);
+    throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(name) + ": " + std::to_string(bytes) +
+                                                " bytes from " + at +
+                                                " overflow the address space (counts too large)");
 }
 
 CCL_COLD void bad_attr_size(const ccl_coll_attr_t* attr) {
@@ -52,17 +79,18 @@ void check_op(ccl_reduction_t op) {
 }
 
 // The byte size of `count` elements, refusing sizes no buffer can have.
-size_t byte_size(size_t count, ccl_datatype_t dtype) {
+size_t byte_size(size_t count, ccl_datatype_t dtype, const char* name) {
     size_t bytes;  // a multiplication, not a division: this is on every call's path
-    if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes) || bytes > size_t(PTRDIFF_MAX))
+    if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes) || bytes > kUserSpaceEnd)
         [[unlikely]]
-        bad_count(count, dtype);
+        bad_count(name, count, dtype);
     return bytes;
 }
 
+// A buffer of `bytes` (from byte_size or a sum of them): not NULL, and within the address space.
 void check_buffer(const void* p, size_t bytes, const char* name) {
-    if (!p && bytes > 0) [[unlikely]]
-        bad_buffer(name);
+    if (bytes > 0 && (!p || reinterpret_cast<uintptr_t>(p) > kUserSpaceEnd - bytes)) [[unlikely]]
+        bad_buffer(name, p, bytes);
 }
 
 // Buffers that overlap (other than in a collective's in-place form, which callers let through)
@@ -97,8 +125,13 @@ size_t check_counts(const size_t* counts, const Communicator& comm, ccl_datatype
     v.insert(v.end(), counts, counts + comm.size());
     size_t total = 0;
     for (const size_t* c = counts; c != counts + comm.size(); ++c) {
-        size_t bytes = byte_size(*c, dtype);
-        if (bytes > size_t(PTRDIFF_MAX) - total)
+        size_t bytes;
+        if (__builtin_mul_overflow(*c, dtype_size(dtype), &bytes) || bytes > kUserSpaceEnd)
+            throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                        std::string(name) + "[" + std::to_string(c - counts) + "] is " +
+                            std::to_string(*c) + " " + dtype_name(dtype) +
+                            ": more than the address space holds (overflow)");
+        if (bytes > kUserSpaceEnd - total)
             throw Error(CCL_ERROR_INVALID_ARGUMENT,
                         std::string("the counts of ") + name + " overflow the address space");
         total += bytes;
@@ -110,7 +143,7 @@ size_t check_counts(const size_t* counts, const Communicator& comm, ccl_datatype
 // buffer can have.
 size_t times_ranks(size_t bytes, const Communicator& comm, const char* count_name) {
     size_t total = bytes * size_t(comm.size());
-    if (total / size_t(comm.size()) != bytes || total > size_t(PTRDIFF_MAX))
+    if (total / size_t(comm.size()) != bytes || total > kUserSpaceEnd)
         throw Error(
             CCL_ERROR_INVALID_ARGUMENT,
             std::string(count_name) + " times the communicator's size overflows the address space");
@@ -179,16 +212,56 @@ void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedul
     *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
+// The communicators this thread's open group recorded calls on, and the group's depth (as
+// core/group.cpp counts it). The outermost ccl_group_end enters them all while it issues and
+// waits (each is used by one thread at a time); the calls on one it cannot enter complete with
+// that error instead.
+struct GroupMember {
+    ccl_comm_t handle;
+    const Communicator* comm;  // kept alive by the group's records
+};
+thread_local std::vector<GroupMember> group_members;
+thread_local int group_depth = 0;
+
+void note_group_member(ccl_comm_t handle, const Communicator& comm) {
+    for (const GroupMember& m : group_members)
+        if (m.handle == handle) return;
+    group_members.push_back({handle, &comm});
+}
+
+void end_group() {
+    if (group_depth != 1) {  // an inner end, or one without a start (group_end says so)
+        group_end();
+        --group_depth;
+        return;
+    }
+    group_depth = 0;
+    std::vector<GroupMember> members = std::move(group_members);
+    group_members.clear();
+    std::vector<std::unique_ptr<CommTable::Entry>> entries;
+    entries.reserve(members.size());
+    for (const GroupMember& m : members) {
+        try {
+            entries.push_back(
+                std::make_unique<CommTable::Entry>(comm_table(), m.handle, "communicator"));
+        } catch (const Error& e) {
+            group_refuse(*m.comm, e);
+        }
+    }
+    group_end();
+}
+
 // submit's other paths: device buffers and streams (src/core/device_coll.h), groups and match_id
 // caching.
-void submit_general(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
-                    const ccl_coll_attr_t* attr, ccl_request_t* req) {
+void submit_general(ccl_comm_t handle, Communicator& comm, const CollSignature& sig,
+                    const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     CallOptions opts = options(attr);
     std::shared_ptr<ze::Stream> stream = stream_of(attr);
     if (ze::active() || stream) xpu_checks(comm, sig, bufs, stream.get(), attr, req);
     if (group_active()) {
         std::shared_ptr<Request> r = req ? make_pooled<Request>() : nullptr;
         group_add(comm.shared_from_this(), sig, bufs, opts, r);
+        note_group_member(handle, comm);
         if (req) *req = request_table().add<ccl_request_t>(std::move(r));
         return;
     }
@@ -209,11 +282,11 @@ const CallOptions kPlainCall{};
 // common case (host buffers, no stream, no group, no match_id) takes a few branches here: the
 // cost of a small blocking call is mostly its instructions (docs/performance-history.md,
 // session 12).
-void submit(Communicator& comm, const CollSignature& sig, const Buffers& bufs,
+void submit(ccl_comm_t handle, Communicator& comm, const CollSignature& sig, const Buffers& bufs,
             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     if ((attr && attr->to_cache) || has_stream(attr) || ze::active() || group_active())
         [[unlikely]] {
-        submit_general(comm, sig, bufs, attr, req);
+        submit_general(handle, comm, sig, bufs, attr, req);
         return;
     }
     if (sig.coll == CollType::recv) {
@@ -251,34 +324,38 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
                            ccl_reduction_t op, ccl_comm_t comm, const ccl_coll_attr_t* attr,
                            ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_op(op);
-        size_t bytes = byte_size(count, dtype);
+        size_t bytes = byte_size(count, dtype, "count");
         check_buffer(send, bytes, "send");
         check_buffer(recv, bytes, "recv");
         if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         check_attr(attr);
-        submit(c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr, req);
     });
 }
 
 ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int root, ccl_comm_t comm,
                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_root(root, c);
         check_attr(attr);
-        submit(c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr, req);
+        submit(comm, c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr,
+               req);
     });
 }
 
 ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
-        submit(c, CollSignature{}, {}, nullptr, req);
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
+        submit(comm, c, CollSignature{}, {}, nullptr, req);
     });
 }
 
@@ -286,34 +363,37 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
                         ccl_reduction_t op, int root, ccl_comm_t comm, const ccl_coll_attr_t* attr,
                         ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_op(op);
         check_root(root, c);
-        size_t bytes = byte_size(count, dtype);
+        size_t bytes = byte_size(count, dtype, "count");
         check_buffer(send, bytes, "send");
         if (c.rank() == root) {
             check_buffer(recv, bytes, "recv");
             if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         }
         check_attr(attr);
-        submit(c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr, req);
     });
 }
 
 ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_datatype_t dtype,
                            ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
-        size_t bytes = byte_size(sendcount, dtype);
+        size_t bytes = byte_size(sendcount, dtype, "sendcount");
         size_t total = times_ranks(bytes, c, "sendcount");
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
         if (send != block_of(recv, bytes, c.rank()))
             check_overlap(send, bytes, recv, total, "send == recv + rank * sendcount");
         check_attr(attr);
-        submit(c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
+               req);
     });
 }
 
@@ -321,7 +401,8 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
                             const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                             const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         std::vector<size_t> counts;
         size_t total = check_counts(recvcounts, c, dtype, "recvcounts", counts);
@@ -330,7 +411,7 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
                                                         " but recvcounts[" +
                                                         std::to_string(c.rank()) + "] is " +
                                                         std::to_string(counts[size_t(c.rank())]));
-        size_t bytes = byte_size(sendcount, dtype), offset = 0;
+        size_t bytes = byte_size(sendcount, dtype, "sendcount"), offset = 0;
         for (int r = 0; r < c.rank(); ++r) offset += counts[size_t(r)] * dtype_size(dtype);
         check_buffer(send, bytes, "send");
         check_buffer(recv, total, "recv");
@@ -338,8 +419,8 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
             check_overlap(send, bytes, recv, total, "send == recv + this rank's offset");
         check_attr(attr);
         size_t count = total / dtype_size(dtype);
-        submit(c, {CollType::allgatherv, count, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
-               attr, req);
+        submit(comm, c, {CollType::allgatherv, count, dtype, CCL_SUM, 0},
+               {send, recv, std::move(counts)}, attr, req);
     });
 }
 
@@ -347,32 +428,36 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
                                 ccl_datatype_t dtype, ccl_reduction_t op, ccl_comm_t comm,
                                 const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         check_op(op);
-        size_t bytes = byte_size(recvcount, dtype);
+        size_t bytes = byte_size(recvcount, dtype, "recvcount");
         size_t total = times_ranks(bytes, c, "recvcount");
         check_buffer(send, total, "send");
         check_buffer(recv, bytes, "recv");
         if (recv != block_of(send, bytes, c.rank()))
             check_overlap(send, total, recv, bytes, "recv == send + rank * recvcount");
         check_attr(attr);
-        submit(c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr,
+               req);
     });
 }
 
 ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_datatype_t dtype,
                           ccl_comm_t comm, const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
-        size_t bytes = byte_size(count, dtype);
+        size_t bytes = byte_size(count, dtype, "count");
         size_t total = times_ranks(bytes, c, "count");
         check_buffer(send, total, "send");
         check_buffer(recv, total, "recv");
         if (send != recv) check_overlap(send, total, recv, total, "send == recv");
         check_attr(attr);
-        submit(c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr, req);
+        submit(comm, c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
+               req);
     });
 }
 
@@ -380,7 +465,8 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                            const size_t* recvcounts, ccl_datatype_t dtype, ccl_comm_t comm,
                            const ccl_coll_attr_t* attr, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
         std::vector<size_t> counts;  // sendcounts, then recvcounts
         counts.reserve(2 * size_t(c.size()));
@@ -393,39 +479,46 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                         "alltoallv cannot run in place (send == recv): use separate buffers");
         check_overlap(send, send_total, recv, recv_total, "separate buffers for alltoallv");
         check_attr(attr);
-        submit(c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0}, {send, recv, std::move(counts)},
-               attr, req);
+        submit(comm, c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0},
+               {send, recv, std::move(counts)}, attr, req);
     });
 }
 
 ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
                       ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
-        submit(c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr, req);
+        submit(comm, c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr,
+               req);
     });
 }
 
 ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, ccl_comm_t comm,
                       ccl_request_t* req) {
     return guarded(__func__, [&] {
-        Communicator& c = comm_table().use(comm, "communicator");
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
         check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype), "buf");
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
-        submit(c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr, req);
+        submit(comm, c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr,
+               req);
     });
 }
 
 ccl_result_t ccl_group_start(void) {
-    return guarded(__func__, [] { group_start(); });
+    return guarded(__func__, [] {
+        group_start();
+        ++group_depth;
+    });
 }
 
 ccl_result_t ccl_group_end(void) {
-    return guarded(__func__, [] { group_end(); });
+    return guarded(__func__, [] { end_group(); });
 }
 
 }  // extern "C"

@@ -5,11 +5,23 @@
 #include <mutex>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "core/schedule_cache.h"
 #include "handles.h"
 #include "kvs/rendezvous.h"
 
 namespace ccl::capi {
+
+constinit CommTable g_comm_table;
+
+void release_comm(std::shared_ptr<Communicator> comm) noexcept {
+    try {
+        comm->wait_idle();                        // its queued work still uses it
+        schedule_cache().erase_comm(comm->id());  // cached plans refer to its arena
+    } catch (const std::exception& e) {           // nothing is left to report it to
+        log().warn("releasing a destroyed communicator: {}", e.what());
+    }
+}
 
 namespace {
 
@@ -117,7 +129,7 @@ ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_
 
 ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t* newcomm) {
     return guarded(__func__, [&] {
-        auto c = comm_table().get(comm, "communicator");
+        auto c = comm_table().enter(comm, "communicator");
         require_out(newcomm, "newcomm");
         *newcomm = nullptr;
         if (color < 0 && color != CCL_UNDEFINED)
@@ -130,9 +142,8 @@ ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t* new
 
 ccl_result_t ccl_comm_destroy(ccl_comm_t comm) {
     return guarded(__func__, [&] {
-        auto c = comm_table().remove(comm, "communicator");
-        c->wait_idle();                        // its queued work still uses it
-        schedule_cache().erase_comm(c->id());  // cached plans refer to its arena
+        // With a call inside on another thread, that call releases it when it returns.
+        if (auto c = comm_table().retire(comm, "communicator")) release_comm(std::move(c));
     });
 }
 

@@ -1,4 +1,9 @@
-// Version, result strings and the thread-local last error.
+// Version, result strings, the thread-local last error and the handles' random keys.
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
 #include <string>
 
 #include "api.h"
@@ -7,24 +12,47 @@
 namespace ccl::capi {
 
 namespace {
-thread_local std::string last_error;
+// Trivially destructible: a call made at exit, after this thread's thread-local objects were
+// destroyed (an atexit handler, a static's destructor), still has it. Longer messages are cut.
+constexpr size_t kLastErrorBytes = 2048;
+thread_local char last_error[kLastErrorBytes];
+
+void set(const char* fn, const std::string& message) {
+    const size_t n = std::strlen(fn);
+    std::string line;
+    line.reserve(n + 2 + message.size());
+    line.append(fn, n).append(": ").append(message);
+    const size_t len = std::min(line.size(), kLastErrorBytes - 1);
+    std::memcpy(last_error, line.data(), len);
+    last_error[len] = '\0';
 }
+}  // namespace
 
 ccl_result_t fail(const char* fn, ccl_result_t code, const std::string& message) {
-    last_error = std::string(fn) + ": " + message;
+    set(fn, message);
     // Argument errors are the caller's to handle; the rest deserve a line even if nobody checks.
     if (code == CCL_ERROR_INVALID_ARGUMENT || code == CCL_ERROR_INVALID_USAGE ||
         code == CCL_ERROR_UNSUPPORTED)
-        log().debug("{}", last_error);
+        log().debug("{}: {}", fn, message);
     else
-        log().error("{}", last_error);
+        log().error("{}: {}", fn, message);
     return code;
 }
 
-const char* last_error_cstr() { return last_error.c_str(); }
+const char* last_error_cstr() { return last_error; }
 
-void set_last_error(const char* fn, const std::string& message) {
-    last_error = std::string(fn) + ": " + message;
+void set_last_error(const char* fn, const std::string& message) { set(fn, message); }
+
+uint64_t random_key() noexcept {
+    uint64_t key = 0;
+    if (::getrandom(&key, sizeof key, GRND_NONBLOCK) == ssize_t(sizeof key) && key) return key;
+    // No entropy yet (early boot): the clock, the pid and where things were mapped.
+    key = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+          uint64_t(::getpid()) << 40 ^ reinterpret_cast<uintptr_t>(&key) ^
+          reinterpret_cast<uintptr_t>(&random_key);
+    key ^= key >> 31;
+    key *= 0xbf58476d1ce4e5b9ull;
+    return key ^ (key >> 29);
 }
 
 }  // namespace ccl::capi

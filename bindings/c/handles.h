@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <type_traits>
 
 #include "api.h"
 #include "core/comm.h"
@@ -15,12 +16,21 @@ struct Kvs {
     std::unique_ptr<kvs::Client> client;
 };
 
-HandleTable<Kvs, 1>& kvs_table();
-// Inline: comm_table() is on the path of every call.
-inline HandleTable<Communicator, 2>& comm_table() {
-    static HandleTable<Communicator, 2> table;
-    return table;
-}
-HandleTable<Request, 3>& request_table();
+// What ccl_comm_destroy does once no call is inside the communicator: lets its queued work
+// finish and forgets its cached plans. Then the last reference goes.
+void release_comm(std::shared_ptr<Communicator> comm) noexcept;
+
+using KvsTable = HandleTable<Kvs, 1>;
+using CommTable = HandleTable<Communicator, 2, release_comm>;
+using RequestTable = HandleTable<Request, 3>;
+static_assert(std::is_trivially_destructible_v<CommTable>, "handle tables are never destroyed");
+
+extern constinit KvsTable g_kvs_table;
+extern constinit CommTable g_comm_table;
+extern constinit RequestTable g_request_table;
+
+inline KvsTable& kvs_table() { return g_kvs_table; }
+inline CommTable& comm_table() { return g_comm_table; }  // on the path of every call
+inline RequestTable& request_table() { return g_request_table; }
 
 }  // namespace ccl::capi

@@ -6,10 +6,7 @@
 
 namespace ccl::capi {
 
-HandleTable<Kvs, 1>& kvs_table() {
-    static HandleTable<Kvs, 1> table;
-    return table;
-}
+constinit KvsTable g_kvs_table;
 
 }  // namespace ccl::capi
 

@@ -3,10 +3,7 @@
 
 namespace ccl::capi {
 
-HandleTable<Request, 3>& request_table() {
-    static HandleTable<Request, 3> table;
-    return table;
-}
+constinit RequestTable g_request_table;
 
 namespace {
 

@@ -5,10 +5,11 @@
 
 namespace ccl::capi {
 
-HandleTable<ze::Stream, 4>& stream_table() {
-    static HandleTable<ze::Stream, 4> table;
-    return table;
+namespace {
+constinit HandleTable<ze::Stream, 4> g_stream_table;  // never destroyed (api.h)
 }
+
+HandleTable<ze::Stream, 4>& stream_table() { return g_stream_table; }
 
 std::shared_ptr<ze::Stream> stream_of(const ccl_coll_attr_t* attr) {
     if (!has_stream(attr)) return nullptr;

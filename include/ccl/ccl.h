@@ -5,16 +5,25 @@
  * ccl_result_t (never aborts, never throws); on failure ccl_last_error() holds a message that
  * describes this thread's last failure.
  *
- * Handles (ccl_kvs_t, ccl_comm_t, ccl_request_t) are opaque. A handle that is NULL or was
- * already destroyed is detected and refused with CCL_ERROR_INVALID_ARGUMENT.
+ * Handles (ccl_kvs_t, ccl_comm_t, ccl_request_t) are opaque. A handle that is NULL, was already
+ * destroyed, is of another type or is any other value that ccl did not return (a small integer, a
+ * neighbour of a valid handle) is detected and refused with CCL_ERROR_INVALID_ARGUMENT: handle
+ * values carry a per-process random key and a generation, and a made-up one passes only by chance
+ * (about 2^-32).
  *
  * Thread safety:
  *   - ccl_get_version, ccl_strerror and ccl_last_error: any thread, any time.
  *   - A KVS handle may be shared between threads.
  *   - A communicator is used by one thread at a time (its collectives and its destruction);
- *     different communicators may be used at the same time from different threads.
- *     ccl_comm_abort and ccl_comm_get_async_error are the exceptions: any thread, any time
- *     before ccl_comm_destroy.
+ *     different communicators may be used at the same time from different threads. A call on a
+ *     communicator (a collective, send, receive, nonblocking start, split, or the ccl_group_end
+ *     that issues calls recorded on it) made while another thread is inside a call on the same
+ *     communicator is refused with CCL_ERROR_INVALID_USAGE and does nothing (the communicator
+ *     stays usable); the thread inside is not disturbed. Progress workers running requests, and
+ *     the requests' own calls (below), are no such use. ccl_comm_abort, ccl_comm_get_async_error, ccl_comm_rank, ccl_comm_size,
+ *     ccl_comm_shm_bytes and ccl_comm_nodes are the exceptions: any thread, any time before
+ *     ccl_comm_destroy. ccl_comm_destroy from another thread while a call is inside is deferred
+ *     (see ccl_comm_destroy).
  *   - Communicators created over one KVS are told apart by their order of creation: create them in
  *     the same order on every rank, one at a time within a process.
  *   - A request is waited on, tested or freed by one thread at a time; different requests may be
@@ -182,6 +191,16 @@ CCL_API ccl_result_t ccl_comm_shm_bytes(ccl_comm_t comm, size_t* bytes);
  * overrides what a node is) and the transports it uses, e.g. "shm" or "shm+ofi(tcp;ofi_rxm)",
  * written NUL-terminated into `transports` (truncated to `size` bytes; NULL or 0: not written). */
 CCL_API ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_t size);
+/*
+ * Waits for the communicator's outstanding work (each part within its own deadline), forgets its
+ * cached schedules and releases its shared memory, fabric resources and handle. Not collective.
+ * From another thread while a call is inside the communicator (a watchdog that gave up on it),
+ * it does not wait for that call: the handle is invalid at once (later calls with it fail with
+ * CCL_ERROR_INVALID_ARGUMENT), destroy returns CCL_SUCCESS, and the communicator is released when
+ * the call inside returns, with its own result (ccl_comm_abort first makes that prompt). May be
+ * called at any point of the process's exit: from atexit handlers and static destructors,
+ * whenever they were registered.
+ */
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 
 /*
@@ -195,8 +214,9 @@ CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
  * The peers' pending and later operations on this communicator fail with CCL_ERROR_PEER_FAILURE
  * (they learn it through shared memory, at once). The shared-memory names this rank still held
  * for the communicator are removed when it is destroyed. The handle stays valid: the
- * communicator must still be destroyed with ccl_comm_destroy (which then returns promptly),
- * and its requests freed. Aborting twice is harmless.
+ * communicator must still be destroyed with ccl_comm_destroy (which then returns promptly; from
+ * the aborting thread while the woken call is still returning, it leaves the release to that
+ * call), and its requests freed. Aborting twice is harmless.
  */
 CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm);
 /*
@@ -221,6 +241,9 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
 /*
  * Collectives. Every rank of the communicator calls the same collectives in the same order with
  * matching count, datatype, reduction and root. In place when send == recv. `attr` may be NULL.
+ * Counts are refused (CCL_ERROR_INVALID_ARGUMENT, naming the argument) when no buffer can have
+ * them: when a buffer of that many elements, or of all blocks of a v-collective's counts, would
+ * not fit in the address space from where it starts. The same holds for send and receive.
  *
  * `req` NULL means blocking: the call returns when this rank's part is done. Non-NULL means
  * nonblocking: the call checks its arguments, stores a request in *req and returns at once; a

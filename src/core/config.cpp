@@ -1,12 +1,13 @@
 #include "core/config.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/number.h"
 
 namespace ccl {
 
@@ -17,56 +18,46 @@ namespace {
                 std::string(name) + "='" + value + "' is malformed: expected " + expected);
 }
 
+// Every number goes through core/number.h: digits only (and a decimal point for seconds), so that
+// a value that reads as something else ("0x10", " 5", "+3", "-0", "1e3") is refused, not guessed.
 double parse_seconds(const char* name, const char* value) {
-    char* end = nullptr;
-    errno = 0;
-    double v = std::strtod(value, &end);
-    if (end == value || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v > 1e7)
-        bad(name, value, "a number of seconds > 0");
-    return v;
+    const std::optional<double> v = parse_decimal_fraction(value);
+    if (!v || !std::isfinite(*v) || *v <= 0 || *v > 1e7)
+        bad(name, value, "a number of seconds > 0 (digits, optionally with a decimal point)");
+    return *v;
 }
 
 // A byte count with an optional K, M or G suffix (powers of 1024).
 size_t parse_bytes(const char* name, const char* value, size_t min, size_t max) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(value, &end, 10);
-    if (end == value || errno != 0 || value[0] == '-')
-        bad(name, value, "a byte count like 65536 or 64K");
+    std::string_view text = value;
     unsigned long long mult = 1;
-    switch (*end) {
-        case 'k':
-        case 'K':
-            mult = 1ull << 10;
-            ++end;
-            break;
-        case 'm':
-        case 'M':
-            mult = 1ull << 20;
-            ++end;
-            break;
-        case 'g':
-        case 'G':
-            mult = 1ull << 30;
-            ++end;
-            break;
-        default: break;
-    }
-    if (*end != '\0') bad(name, value, "a byte count like 65536 or 64K");
+    if (!text.empty()) switch (text.back()) {
+            case 'k':
+            case 'K': mult = 1ull << 10; break;
+            case 'm':
+            case 'M': mult = 1ull << 20; break;
+            case 'g':
+            case 'G': mult = 1ull << 30; break;
+            default: break;
+        }
+    if (mult != 1) text.remove_suffix(1);
+    const std::optional<uint64_t> parsed = parse_decimal(text);
+    if (!parsed) bad(name, value, "a byte count like 65536 or 64K");
+    const uint64_t v = *parsed;
     if (v > max / mult || v * mult < min || v * mult > max)
         bad(name, value,
             "between " + std::to_string(min) + " and " + std::to_string(max) + " bytes");
     return size_t(v * mult);
 }
 
+// A whole number in [min, max] (min >= 0: no setting takes a negative one).
 long parse_int(const char* name, const char* value, long min, long max) {
-    char* end = nullptr;
-    errno = 0;
-    long v = std::strtol(value, &end, 10);
-    if (end == value || *end != '\0' || errno != 0 || v < min || v > max)
+    const std::optional<uint64_t> v = parse_decimal(value);
+    if (!v || *v < uint64_t(min) || *v > uint64_t(max))
         bad(name, value,
-            "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
-    return v;
+            "an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                "] (digits only)");
+    return long(*v);
 }
 
 // "auto", or a list of cpu numbers and ranges: "3", "0,2", "4-7,12".
@@ -81,20 +72,11 @@ std::vector<int> parse_cpu_list(const char* name, const char* value) {
         std::string item =
             s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         size_t dash = item.find('-');
-        try {
-            size_t used = 0;
-            int lo = std::stoi(item.substr(0, dash), &used);
-            if (used != item.substr(0, dash).size()) bad(name, value, expected);
-            int hi = lo;
-            if (dash != std::string::npos) {
-                hi = std::stoi(item.substr(dash + 1), &used);
-                if (used != item.size() - dash - 1) bad(name, value, expected);
-            }
-            if (lo < 0 || hi < lo || hi > 65535) bad(name, value, expected);
-            for (int c = lo; c <= hi; ++c) cpus.push_back(c);
-        } catch (const std::logic_error&) {  // stoi: no digits, or out of range
-            bad(name, value, expected);
-        }
+        const std::optional<uint64_t> lo = parse_decimal(std::string_view(item).substr(0, dash));
+        const std::optional<uint64_t> hi =
+            dash == std::string::npos ? lo : parse_decimal(std::string_view(item).substr(dash + 1));
+        if (!lo || !hi || *hi < *lo || *hi > 65535) bad(name, value, expected);
+        for (uint64_t c = *lo; c <= *hi; ++c) cpus.push_back(int(c));
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
@@ -221,7 +203,8 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
 
 const Config& config() {
     static std::mutex mu;
-    static std::optional<Config> parsed;
+    // Never destroyed: calls made while the process exits read it too.
+    static std::optional<Config>& parsed = *new std::optional<Config>;
     std::lock_guard<std::mutex> lock(mu);
     if (!parsed) parsed = parse_config([](const char* n) -> const char* { return std::getenv(n); });
     return *parsed;

@@ -16,6 +16,7 @@ struct Recorded {
     CallOptions opts;
     std::shared_ptr<Request> req;  // always set: blocking calls get an internal one
     bool blocking;
+    bool refused = false;  // completed already by group_refuse: not issued
 };
 
 // The depth apart from the calls: a trivially destructible thread-local costs no per-access
@@ -83,6 +84,14 @@ void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, con
     group_calls.push_back({std::move(comm), {sig, bufs}, opts, std::move(req), blocking});
 }
 
+void group_refuse(const Communicator& comm, const Error& e) {
+    for (Recorded& r : group_calls)
+        if (r.comm.get() == &comm && !r.refused) {
+            r.refused = true;
+            r.req->complete(e.code(), e.what());
+        }
+}
+
 void group_end() {
     if (group_depth == 0)
         throw Error(CCL_ERROR_INVALID_USAGE, "ccl_group_end without a matching ccl_group_start");
@@ -93,6 +102,10 @@ void group_end() {
     // Everything goes to the workers, so that calls on different communicators progress together
     // (as NCCL's groups let them); each communicator's calls stay in order.
     for (size_t i = 0; i < calls.size();) {
+        if (calls[i].refused) {
+            ++i;
+            continue;
+        }
         size_t n = std::max<size_t>(1, fusable_run(calls, i));
         issue(calls, i, i + n);
         i += n;

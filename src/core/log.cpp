@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <type_traits>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -72,6 +73,9 @@ void Logger::emit(LogLevel level, std::string_view format,
     }
     sink().log(to_spdlog(level), "{}", line);
 }
+
+// Trivially destructible, so never destroyed: calls made while the process exits log too.
+static_assert(std::is_trivially_destructible_v<Logger>);
 
 Logger& log() {
     static Logger logger = [] {

@@ -53,7 +53,9 @@ size_t ScheduleCache::size() const {
 }
 
 ScheduleCache& schedule_cache() {
-    static ScheduleCache cache(config().cache_size);
+    // Never destroyed: a communicator may be destroyed while the process exits (an atexit
+    // handler, a static's destructor), after this function's static would be.
+    static ScheduleCache& cache = *new ScheduleCache(config().cache_size);
     return cache;
 }
 

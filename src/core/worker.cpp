@@ -147,8 +147,12 @@ void WorkerPool::run(Worker& w, bool crowded) {
 }
 
 WorkerPool& workers() {
-    static WorkerPool pool(config().worker_count, config().worker_cpus, config().local_rank,
-                           config().local_size * (1 + config().worker_count) > shm::usable_cpus());
+    // Never destroyed: communicators destroyed while the process exits (an atexit handler, a
+    // static's destructor) may still have work queued, which the workers finish; they run until
+    // the process ends.
+    static WorkerPool& pool =
+        *new WorkerPool(config().worker_count, config().worker_cpus, config().local_rank,
+                        config().local_size * (1 + config().worker_count) > shm::usable_cpus());
     return pool;
 }
 

@@ -50,7 +50,8 @@ private:
     std::vector<std::unique_ptr<Worker>> workers_;
 };
 
-// The process's pool, started on first use from CCL_WORKER_COUNT / CCL_WORKER_AFFINITY.
+// The process's pool, started on first use from CCL_WORKER_COUNT / CCL_WORKER_AFFINITY; never
+// destroyed.
 WorkerPool& workers();
 
 }  // namespace ccl

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/number.h"
 
 namespace ccl::kvs {
 namespace {
@@ -63,7 +64,7 @@ struct View {
     }
 };
 
-// Reads an integer in [lo, hi] into `out`; records what is wrong in `v` instead.
+// Reads an integer in [lo, hi] (lo >= 0) into `out`; records what is wrong in `v` instead.
 bool read_int(const Env& env, View& v, const char* name, int lo, int hi, int& out,
               bool required = true) {
     const char* text = env.get(name);
@@ -72,17 +73,16 @@ bool read_int(const Env& env, View& v, const char* name, int lo, int hi, int& ou
         return false;
     }
     v.vars += (v.vars.empty() ? "" : " ") + std::string(name) + "=" + text;
-    char* end = nullptr;
-    errno = 0;
-    long x = std::strtol(text, &end, 10);
-    if (end == text || *end != '\0' || errno != 0 || x < lo || x > hi) {
+    // Strictly digits (core/number.h): " 5", "+3", "-0" or "0x10" is no rank.
+    const std::optional<uint64_t> x = parse_decimal(text);
+    if (!x || *x < uint64_t(lo) || *x > uint64_t(hi)) {
         if (!v.error)
             v.error = Error(CCL_ERROR_INVALID_ARGUMENT,
                             std::string(name) + "='" + text + "' is not an integer in [" +
                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
         return false;
     }
-    out = int(x);
+    out = int(*x);
     return true;
 }
 

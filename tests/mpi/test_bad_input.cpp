@@ -85,6 +85,75 @@ TEST(BadInput, BadHandles) {
     expect_comm_still_works();
 }
 
+// No handle value is accepted but one that ccl returned and that is still live: small integers
+// (the first communicator's handle used to be 0x2), values next to a live handle, random values,
+// the other handle types, and destroyed handles, also after their slot was reused, are all refused
+// with CCL_ERROR_INVALID_ARGUMENT, and nothing crashes. Calls that would only read are used, so
+// that a forged handle that got through could not start a collective.
+TEST(BadInput, ForgedHandles) {
+    int v = -1;
+    int done = 0;
+    char address[CCL_KVS_ADDRESS_MAX];
+    auto refused = [&](uintptr_t value) {
+        const ccl_result_t c = ccl_comm_rank(reinterpret_cast<ccl_comm_t>(value), &v);
+        const ccl_result_t r = ccl_test(reinterpret_cast<ccl_request_t>(value), &done);
+        const ccl_result_t k =
+            ccl_kvs_get_address(reinterpret_cast<ccl_kvs_t>(value), address, sizeof address);
+        return c == CCL_ERROR_INVALID_ARGUMENT && r == CCL_ERROR_INVALID_ARGUMENT &&
+               k == CCL_ERROR_INVALID_ARGUMENT;
+    };
+    EXPECT_TRUE(refused(0x2)) << "(ccl_comm_t)0x2 was taken for a live handle";
+    for (uintptr_t i = 1; i <= uintptr_t(1) << 20; i += i < 4096 ? 1 : 257)
+        ASSERT_TRUE(refused(i)) << "the small integer " << i << " was taken for a live handle";
+    // Next to a live communicator and request: one bit flipped, or a small step away.
+    ccl_request_t req = nullptr;
+    float x = 1;
+    CCL_OK(ccl_allreduce(&x, &x, 1, CCL_FLOAT32, CCL_SUM, g_comm, nullptr, &req));
+    CCL_OK(ccl_wait(req));
+    for (uintptr_t live : {reinterpret_cast<uintptr_t>(g_comm), reinterpret_cast<uintptr_t>(req)}) {
+        for (int bit = 0; bit < int(8 * sizeof(uintptr_t)); ++bit)
+            EXPECT_TRUE(refused(live ^ (uintptr_t(1) << bit)))
+                << std::hex << live << " bit " << bit;
+        for (uintptr_t d = 1; d <= 256; ++d) {
+            EXPECT_TRUE(refused(live + d)) << std::hex << live << " + " << d;
+            EXPECT_TRUE(refused(live - d)) << std::hex << live << " - " << d;
+        }
+    }
+    // A live request is no communicator, and the reverse.
+    EXPECT_FAILS(ccl_comm_rank(reinterpret_cast<ccl_comm_t>(req), &v), CCL_ERROR_INVALID_ARGUMENT,
+                 "not valid");
+    EXPECT_FAILS(ccl_test(reinterpret_cast<ccl_request_t>(g_comm), &done),
+                 CCL_ERROR_INVALID_ARGUMENT, "not valid");
+    CCL_OK(ccl_request_free(req));
+    EXPECT_TRUE(refused(reinterpret_cast<uintptr_t>(req))) << "a freed request";
+    // Random values.
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ uint64_t(g_rank);
+    for (int i = 0; i < 5000; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const uintptr_t value = uintptr_t(state ^ (state >> 29));
+        ASSERT_TRUE(refused(value)) << "the random value " << std::hex << value;
+    }
+    // Destroyed handles stay refused while their slot is reused by new communicators.
+    ccl_kvs_t kvs = nullptr;
+    CCL_OK(ccl_kvs_create_main(&kvs));
+    std::vector<ccl_comm_t> stale;
+    for (int i = 0; i < 20; ++i) {
+        ccl_comm_t solo = nullptr;
+        CCL_OK(ccl_comm_create(1, 0, kvs, &solo));
+        CCL_OK(ccl_comm_rank(solo, &v));
+        for (ccl_comm_t old : stale) {
+            EXPECT_NE(old, solo);
+            EXPECT_FAILS(ccl_comm_rank(old, &v), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
+            EXPECT_FAILS(ccl_comm_destroy(old), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
+        }
+        CCL_OK(ccl_comm_destroy(solo));
+        stale.push_back(solo);
+    }
+    CCL_OK(ccl_kvs_destroy(kvs));
+    EXPECT_TRUE(refused(reinterpret_cast<uintptr_t>(kvs))) << "a destroyed KVS";
+    expect_comm_still_works();
+}
+
 TEST(BadInput, CommCreateArguments) {
     ccl_kvs_t kvs = nullptr;
     CCL_OK(ccl_kvs_create_main(&kvs));

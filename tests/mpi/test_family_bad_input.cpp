@@ -201,6 +201,68 @@ TEST(FamilyBadInput, CountsAndOverflow) {
     expect_comm_still_works();
 }
 
+// Counts whose byte sizes fit in size_t (and in ptrdiff_t) but that no buffer can have, since no
+// process addresses that much: refused naming the argument, on every rank, before anything is
+// read or written (alltoallv sendcounts of 2^61 used to crash).
+TEST(FamilyBadInput, CountsNoBufferCanHave) {
+    Bufs b;
+    int32_t* s = b.send.data();
+    int32_t* r = b.recv.data();
+    for (const size_t huge : {size_t(1) << 61, size_t(1) << 58, size_t(PTRDIFF_MAX) / 2}) {
+        SCOPED_TRACE(huge);
+        const size_t n = huge / sizeof(int32_t);  // elements: huge bytes
+        EXPECT_FAILS(ccl_allreduce(s, r, n, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr),
+                     CCL_ERROR_INVALID_ARGUMENT, "count");
+        EXPECT_FAILS(ccl_broadcast(s, n, CCL_INT32, 0, g_comm, nullptr, nullptr),
+                     CCL_ERROR_INVALID_ARGUMENT, "count");
+        EXPECT_FAILS(ccl_reduce(s, r, n, CCL_INT32, CCL_SUM, 0, g_comm, nullptr, nullptr),
+                     CCL_ERROR_INVALID_ARGUMENT, "count");
+        const size_t per_rank = n / size_t(g_size);
+        EXPECT_FAILS(ccl_allgather(s, r, per_rank, CCL_INT32, g_comm, nullptr, nullptr),
+                     CCL_ERROR_INVALID_ARGUMENT, "sendcount");
+        EXPECT_FAILS(
+            ccl_reduce_scatter(s, r, per_rank, CCL_INT32, CCL_SUM, g_comm, nullptr, nullptr),
+            CCL_ERROR_INVALID_ARGUMENT, "recvcount");
+        EXPECT_FAILS(ccl_alltoall(s, r, per_rank, CCL_INT32, g_comm, nullptr, nullptr),
+                     CCL_ERROR_INVALID_ARGUMENT, "count");
+        EXPECT_FAILS(ccl_send(s, n, CCL_INT32, 0, g_comm, nullptr), CCL_ERROR_INVALID_ARGUMENT,
+                     "count");
+        EXPECT_FAILS(ccl_recv(r, n, CCL_INT32, 0, g_comm, nullptr), CCL_ERROR_INVALID_ARGUMENT,
+                     "count");
+        ccl_request_t req = nullptr;
+        EXPECT_FAILS(ccl_send(s, n, CCL_INT32, 0, g_comm, &req), CCL_ERROR_INVALID_ARGUMENT,
+                     "count");
+        EXPECT_EQ(req, nullptr);
+        // One block of a v-collective that large (the last peer's), the others small.
+        std::vector<size_t> counts(size_t(g_size), kCount);
+        counts.back() = huge;
+        EXPECT_FAILS(
+            ccl_alltoallv(s, counts.data(), r, b.counts.data(), CCL_INT8, g_comm, nullptr, nullptr),
+            CCL_ERROR_INVALID_ARGUMENT, "sendcounts");
+        EXPECT_FAILS(
+            ccl_alltoallv(s, b.counts.data(), r, counts.data(), CCL_INT8, g_comm, nullptr, nullptr),
+            CCL_ERROR_INVALID_ARGUMENT, "recvcounts");
+        EXPECT_FAILS(ccl_allgatherv(s, counts[size_t(g_rank)], r, counts.data(), CCL_INT8, g_comm,
+                                    nullptr, nullptr),
+                     CCL_ERROR_INVALID_ARGUMENT, "recvcounts");
+        // Blocks that each could exist but not together.
+        std::vector<size_t> halves(size_t(g_size) + 1, (size_t(1) << 56) / 2 + 1);
+        if (g_size > 1) {
+            EXPECT_FAILS(ccl_alltoallv(s, halves.data(), r, b.counts.data(), CCL_INT8, g_comm,
+                                       nullptr, nullptr),
+                         CCL_ERROR_INVALID_ARGUMENT, "sendcounts");
+        }
+    }
+    // A size that may exist, from a buffer that leaves too little room after it: refused for
+    // the buffer (or, where the address space is smaller than that size, for the count).
+    const size_t almost = (size_t(1) << 56) - (size_t(1) << 46);
+    int32_t top[4] = {};
+    EXPECT_FAILS_EITHER(
+        ccl_allreduce(top, top, almost, CCL_INT8, CCL_SUM, g_comm, nullptr, nullptr),
+        CCL_ERROR_INVALID_ARGUMENT, "send", "count");
+    expect_comm_still_works();
+}
+
 // Overlaps that are not the in-place form ccl.h defines are refused on every rank.
 TEST(FamilyBadInput, Overlap) {
     Bufs b;

@@ -158,6 +158,84 @@ TEST(Abort, WakesRequestLeftToTheWorker) {
     });
 }
 
+// A watchdog thread gives up on a call that waits: it aborts the communicator and destroys it
+// while the main thread is still inside the call. Destroy returns at once; the communicator is
+// released when the call, woken by the abort, returns (ccl.h). The handle is gone at once: later
+// calls are refused, never run.
+TEST(Abort, WatchdogAbortsAndDestroysWhileACallWaits) {
+    if (g_size < 2) GTEST_SKIP() << "needs two ranks";
+    ccl_comm_t c = new_comm();
+    if (g_rank == 0) {
+        ccl_result_t aborted = CCL_ERROR_INTERNAL, destroyed = CCL_ERROR_INTERNAL;
+        Clock::time_point at{};
+        std::thread watchdog([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            at = Clock::now();
+            aborted = ccl_comm_abort(c);
+            destroyed = ccl_comm_destroy(c);
+        });
+        std::vector<float> x(1000, 1.0f);  // the peers never make this call
+        ccl_result_t r =
+            ccl_allreduce(x.data(), x.data(), x.size(), CCL_FLOAT32, CCL_SUM, c, nullptr, nullptr);
+        watchdog.join();
+        EXPECT_EQ(aborted, CCL_SUCCESS);
+        EXPECT_EQ(destroyed, CCL_SUCCESS);
+        EXPECT_EQ(r, CCL_ERROR_ABORTED) << ccl_last_error();
+        EXPECT_LT(seconds_since(at), kPrompt);
+        EXPECT_FAILS(ccl_barrier(c, nullptr), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
+        EXPECT_FAILS(ccl_comm_destroy(c), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
+        EXPECT_FAILS(ccl_comm_abort(c), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
+    }
+    barrier();
+    if (g_rank != 0) {
+        EXPECT_FAILS(ccl_barrier(c, nullptr), CCL_ERROR_PEER_FAILURE, "abort");
+        CCL_OK(ccl_comm_destroy(c));
+    }
+    barrier();
+}
+
+// Destroy from another thread while a call waits, without an abort: the call goes on and
+// completes with its own (right) result once the peers join it; then the communicator is released.
+TEST(Abort, DestroyWhileACallWaitsIsDeferred) {
+    if (g_size < 2) GTEST_SKIP() << "needs two ranks";
+    ccl_comm_t c = new_comm();
+    std::vector<int32_t> x(100, g_rank + 1);
+    if (g_rank == 0) {
+        ccl_result_t destroyed = CCL_ERROR_INTERNAL;
+        std::thread other([&] {
+            // Until the main thread is inside: a call with a bad datatype is refused for the
+            // datatype while nobody is, for the thread inside once it is.
+            int32_t probe = 0;
+            const auto until = Clock::now() + std::chrono::seconds(20);
+            while (Clock::now() < until &&
+                   ccl_allreduce(&probe, &probe, 1, ccl_datatype_t(99), CCL_SUM, c, nullptr,
+                                 nullptr) != CCL_ERROR_INVALID_USAGE)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            destroyed = ccl_comm_destroy(c);
+            int32_t go = 1;  // now the peers join the allreduce
+            for (int r = 1; r < g_size; ++r)
+                EXPECT_EQ(ccl_send(&go, 1, CCL_INT32, r, g_comm, nullptr), CCL_SUCCESS);
+        });
+        ccl_result_t r;
+        do  // refused while the other thread's probe happens to be inside: again
+            r = ccl_allreduce(x.data(), x.data(), x.size(), CCL_INT32, CCL_SUM, c, nullptr,
+                              nullptr);
+        while (r == CCL_ERROR_INVALID_USAGE);
+        other.join();
+        EXPECT_EQ(destroyed, CCL_SUCCESS) << ccl_last_error();
+        EXPECT_EQ(r, CCL_SUCCESS) << ccl_last_error();
+        EXPECT_FAILS(ccl_barrier(c, nullptr), CCL_ERROR_INVALID_ARGUMENT, "destroyed");
+    } else {
+        int32_t go = 0;
+        CCL_OK(ccl_recv(&go, 1, CCL_INT32, 0, g_comm, nullptr));
+        CCL_OK(
+            ccl_allreduce(x.data(), x.data(), x.size(), CCL_INT32, CCL_SUM, c, nullptr, nullptr));
+        CCL_OK(ccl_comm_destroy(c));
+    }
+    EXPECT_EQ(x, std::vector<int32_t>(100, g_size * (g_size + 1) / 2));
+    barrier();
+}
+
 // After an abort, every call on the communicator fails with CCL_ERROR_ABORTED, on the aborting
 // rank, without waiting; abort is idempotent; destroy works.
 TEST(Abort, EveryLaterCallIsAborted) {

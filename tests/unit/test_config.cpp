@@ -2,6 +2,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -203,6 +205,96 @@ TEST(Config, FabricPipelineChunk) {
     EXPECT_EQ(parse({{"CCL_FABRIC_PIPELINE_CHUNK", "64K"}}).fabric_pipeline_chunk, 64u << 10);
     expect_rejected("CCL_FABRIC_PIPELINE_CHUNK", "32K");
     expect_rejected("CCL_FABRIC_PIPELINE_CHUNK", "big");
+}
+
+}  // namespace
+
+namespace {
+
+// Every numeric CCL_* variable reads digits only (a decimal point where seconds may be
+// fractional): a value that would read as something else is refused, naming the variable and
+// the value, never guessed at ("0x10" as 0 or 16, " 5" as 5, "-0" as 0).
+TEST(Config, NumbersAreStrict) {
+    // Each variable with a value it takes, and where its number starts in that value.
+    const std::vector<std::pair<std::string, std::string>> numeric = {
+        {"CCL_TIMEOUT", "5"},
+        {"CCL_KVS_TIMEOUT", "5"},
+        {"CCL_KVS_PORT", "29500"},
+        {"CCL_SHM_BUFFER_SIZE", "64K"},
+        {"CCL_ALLREDUCE_DIRECT_MAX", "16K"},
+        {"CCL_ALLREDUCE_CMA_MIN", "1M"},
+        {"CCL_ALLREDUCE_CMA_MAX", "64M"},
+        {"CCL_CMA_MIN", "32K"},
+        {"CCL_ALLGATHER_CMA_MAX", "1G"},
+        {"CCL_ALLTOALL_CMA_MAX", "64K"},
+        {"CCL_CMA_THREADS", "3"},
+        {"CCL_CMA_SLICE", "4K"},
+        {"CCL_POLL_TIME_US", "500"},
+        {"CCL_WORKER_COUNT", "2"},
+        {"CCL_WORKER_AFFINITY", "3"},
+        {"CCL_SINGLE_COPY", "1"},
+        {"CCL_CACHE_SIZE", "16"},
+        {"CCL_ZE_ENABLE", "1"},
+        {"CCL_ZE_IPC", "0"},
+        {"CCL_FABRIC_PIPELINE_CHUNK", "1M"},
+        {"CCL_ZE_PIPELINE_CHUNK", "64K"},
+    };
+    for (const auto& [name, good] : numeric) {
+        SCOPED_TRACE(name + "=" + good);
+        EXPECT_NO_THROW(parse({{name, good}}));
+        for (const std::string& bad : std::vector<std::string>{
+                 " " + good, good + " ", "\t" + good, "+" + good, "-" + good, "0x" + good, "-0",
+                 "+0", "0x10", "1e3", good + "\n", "", " ", "1 2", "five"}) {
+            try {
+                parse({{name, bad}});
+                ADD_FAILURE() << name << "='" << bad << "' was accepted";
+            } catch (const ccl::Error& e) {
+                EXPECT_EQ(e.code(), CCL_ERROR_INVALID_ARGUMENT);
+                const std::string what = e.what();
+                EXPECT_NE(what.find(name + "='" + bad + "'"), std::string::npos) << what;
+            }
+        }
+    }
+    // Seconds may have a fractional part; nothing else may.
+    EXPECT_EQ(parse({{"CCL_TIMEOUT", "0.5"}}).timeout_s, 0.5);
+    EXPECT_EQ(parse({{"CCL_KVS_TIMEOUT", "007"}}).kvs_timeout_s, 7);
+    for (const char* bad : {".5", "5.", "1.2.3", "1,5", "0x1p3", "1e1", "inf", "nan", "5s"})
+        expect_rejected("CCL_TIMEOUT", bad);
+    expect_rejected("CCL_POLL_TIME_US", "1.5");
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "1.5M");
+    expect_rejected("CCL_SHM_BUFFER_SIZE", "K");
+    expect_rejected("CCL_CACHE_SIZE", "18446744073709551616");  // past 2^64
+    // CPU lists: each number strict too.
+    EXPECT_EQ(parse({{"CCL_WORKER_AFFINITY", "0,2-3"}}).worker_cpus, (std::vector<int>{0, 2, 3}));
+    for (const char* bad : {"0, 2", "0,+2", "2- 3", "0x1", "-1", "1-", ",1", "1,"})
+        expect_rejected("CCL_WORKER_AFFINITY", bad);
+}
+
+// The launcher's numbers (CCL_RANK, CCL_SIZE, ...) read the same way: a job whose rank reads
+// " 1" or "+1" has no launch, and the error says which variable.
+TEST(Config, LauncherNumbersAreStrict) {
+    for (const char* bad : {" 1", "1 ", "+1", "-0", "0x1", "1e0", "1.0"}) {
+        SCOPED_TRACE(bad);
+        ccl::Config c =
+            parse({{"CCL_RANK", bad},
+                   {"CCL_SIZE", "2"},
+                   {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
+        ASSERT_TRUE(c.launch_error);
+        EXPECT_FALSE(c.launch);
+        EXPECT_NE(std::string(c.launch_error->what()).find("CCL_RANK"), std::string::npos)
+            << c.launch_error->what();
+        c = parse({{"CCL_RANK", "0"},
+                   {"CCL_SIZE", bad},
+                   {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
+        ASSERT_TRUE(c.launch_error);
+        EXPECT_NE(std::string(c.launch_error->what()).find("CCL_SIZE"), std::string::npos)
+            << c.launch_error->what();
+    }
+    ccl::Config ok = parse({{"CCL_RANK", "1"},
+                            {"CCL_SIZE", "2"},
+                            {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
+    ASSERT_TRUE(ok.launch) << ok.launch_error->what();
+    EXPECT_EQ(ok.launch->rank, 1);
 }
 
 }  // namespace

@@ -159,7 +159,10 @@ CCL_API ccl_result_t ccl_kvs_destroy(ccl_kvs_t kvs);
 
 /*
  * Communicators. Creation is collective: every rank of the communicator calls it, and ranks that
- * create several communicators over one KVS create them in the same order.
+ * create several communicators over one KVS create them in the same order. The shared-memory
+ * segments it makes lose their names in /dev/shm once every co-located rank has mapped them; a
+ * rank killed before that leaves them to the next job's ccl_comm_create (or `ccl_info --clean`),
+ * which removes segments whose creator is gone (docs/reliability.md).
  */
 CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm_t* comm);
 /*

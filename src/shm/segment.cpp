@@ -108,13 +108,13 @@ std::optional<Stat> read_stat(int32_t pid, bool* unreadable) {
 }  // namespace
 
 ProcessId ProcessId::self() {
-    static const ProcessId me = [] {
+    auto read = [] {
         bool unreadable = false;
         const auto st = read_stat(int32_t(::getpid()), &unreadable);
         return ProcessId{int32_t(::getpid()), st ? st->start : 0};
-    }();
-    // A forked child is another process.
-    return me.pid == ::getpid() ? me : ProcessId{int32_t(::getpid()), 0};
+    };
+    static const ProcessId me = read();
+    return me.pid == ::getpid() ? me : read();  // a forked child is another process
 }
 
 bool ProcessId::alive() const {

@@ -168,7 +168,10 @@ CCL_API ccl_result_t ccl_kvs_destroy(ccl_kvs_t kvs);
 
 /*
  * Communicators. Creation is collective: every rank of the communicator calls it, and ranks that
- * create several communicators over one KVS create them in the same order.
+ * create several communicators over one KVS create them in the same order. The shared-memory
+ * segments it makes lose their names in /dev/shm once every co-located rank has mapped them; a
+ * rank killed before that leaves them to the next job's ccl_comm_create (or `ccl_info --clean`),
+ * which removes segments whose creator is gone (docs/reliability.md).
  */
 CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm_t* comm);
 /*
@@ -312,6 +315,9 @@ CCL_API ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, v
  *
  * A send never depends on its receiver: it completes once the data is copied out of `buf` (into
  * shared memory that grows as needed), so exchanges and rings of blocking sends cannot deadlock.
+ * However many messages to a peer are not yet received, a send does not wait for them: only
+ * memory bounds them (a /dev/shm too full for one more fails its send at once with
+ * CCL_ERROR_OUT_OF_MEMORY).
  * (A large send between ranks of one node may first wait a little, at most 20 ms, for its receive
  * to be posted, so that it can copy straight into the receive's buffer.)
  * Receives run in issue order with the communicator's collectives (a nonblocking receive that

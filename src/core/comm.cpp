@@ -235,6 +235,7 @@ ShmRecord parse_shm_record(std::istream& in, const std::string& text) {
 std::string create_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>& mailbox,
                             int nranks, size_t buffer_size, double timeout_s,
                             shm::WaitPolicy policy) {
+    shm::remove_stale_segments_now_and_then();  // left by a job killed while it started
     std::string name = segment_name();
     // The segments' job id travels with their names: a segment that does not carry it (stale,
     // foreign, replaced) is refused when the others open it.

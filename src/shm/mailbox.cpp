@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -22,6 +23,8 @@ constexpr size_t kMinData = 1u << 20;           // the first data segment of a p
 constexpr size_t kMinPiece = 256u << 10;        // messages up to this go in one piece
 constexpr uint64_t kWritten = ~uint64_t(0);     // a descriptor's offset: written into the receive
 constexpr uint64_t kInline = ~uint64_t(0) - 1;  // a descriptor's offset: the data is in it
+constexpr uint64_t kLink = ~uint64_t(0) - 2;    // a descriptor's offset: the next piece is in a
+                                                // new ring (seg.capacity slots, seg.gen)
 constexpr size_t kHeadBytes = 24;               // a descriptor's seq, sig, offset and total
 constexpr size_t kFirstLineBytes = 40;          // inline data in a descriptor's first line
 
@@ -37,11 +40,11 @@ size_t page_round(size_t n) { return (n + 4095) / 4096 * 4096; }
 }  // namespace
 
 struct alignas(64) Mailbox::Desc {
-    // Piece i goes in descriptor i % kSlots and is posted when its seq becomes i + 1 (written
-    // last; the receiver waits on it).
+    // Piece i goes in descriptor i of its ring (Ring::at) and is posted when its seq becomes
+    // i + 1 (written last; the receiver waits on it).
     std::atomic<uint32_t> seq;
     uint32_t sig;
-    uint64_t offset;  // of the piece in data segment `seg.gen` (or kInline, kWritten)
+    uint64_t offset;  // of the piece in data segment `seg.gen` (or kInline, kWritten, kLink)
     uint64_t total;   // of the whole message
     // An inline message's data starts in the first line (40 bytes of it): a message of up to
     // 40 bytes crosses as one line. The rest describes a piece that is not inline.
@@ -49,7 +52,7 @@ struct alignas(64) Mailbox::Desc {
         char data[Mailbox::kInlineBytes];
         struct {
             uint64_t bytes;     // of the piece
-            uint64_t capacity;  // of data segment `gen`
+            uint64_t capacity;  // of data segment `gen` (a link: slots of ring `gen`)
             uint32_t gen;
         } seg;
     };
@@ -59,8 +62,7 @@ struct alignas(64) Mailbox::Channel {
     std::atomic<uint32_t> head_waiters;    // receivers asleep on a descriptor's seq
     std::atomic<uint32_t> awaiting_offer;  // the sender waits for its receive's offer (see send)
     char pad0[56];
-    std::atomic<uint32_t> tail;  // pieces consumed, advanced by the receiver
-    std::atomic<uint32_t> tail_waiters;
+    std::atomic<uint32_t> tail;  // pieces consumed, advanced by the receiver (nobody waits on it)
     // A receive waiting for message `posted_index` (set last) into the receiver's memory, where
     // the sender may write it directly.
     std::atomic<uint32_t> posted_index;
@@ -70,6 +72,7 @@ struct alignas(64) Mailbox::Channel {
     char pad1[32];
     Desc ring[kSlots];
 };
+Mailbox::Desc& Mailbox::Ring::at(uint32_t index) const { return desc[index & mask]; }
 
 // A further descriptor of an inline message holds data after its seq and sig, which stay: a
 // receiver waiting on that descriptor for a later message must not see its number in the data.
@@ -102,23 +105,24 @@ void inline_runs(uint32_t index, size_t bytes, F&& f) {
 
 }  // namespace
 
-void Mailbox::put_inline(Channel& ch, uint32_t index, const void* buf, size_t bytes) {
-    ch.ring[index % kSlots].offset = kInline;
+void Mailbox::put_inline(const Ring& ring, uint32_t index, const void* buf, size_t bytes) {
+    ring.at(index).offset = kInline;
     inline_runs(index, bytes, [&](uint32_t desc, size_t offset, size_t at, size_t n) {
-        std::memcpy(reinterpret_cast<char*>(&ch.ring[desc % kSlots]) + offset,
+        std::memcpy(reinterpret_cast<char*>(&ring.at(desc)) + offset,
                     static_cast<const char*>(buf) + at, n);
     });
 }
 
-void Mailbox::copy_inline(const Channel& ch, uint32_t index, void* buf, size_t bytes) {
+void Mailbox::copy_inline(const Ring& ring, uint32_t index, void* buf, size_t bytes) {
     inline_runs(index, bytes, [&](uint32_t desc, size_t offset, size_t at, size_t n) {
         std::memcpy(static_cast<char*>(buf) + at,
-                    reinterpret_cast<const char*>(&ch.ring[desc % kSlots]) + offset, n);
+                    reinterpret_cast<const char*>(&ring.at(desc)) + offset, n);
     });
 }
 
 size_t Mailbox::bytes_needed(int nranks) {
     static_assert(sizeof(Desc) == 128, "a descriptor is two cache lines");
+    static_assert(offsetof(Channel, ring) == 128, "the channel's words take two lines");
     static_assert(offsetof(Desc, data) == kHeadBytes && kHeadBytes + kFirstLineBytes == 64,
                   "inline data starts in the first line");
     return page_round(sizeof(Channel) * size_t(nranks) * size_t(nranks));
@@ -132,6 +136,11 @@ Mailbox::Mailbox(Segment seg, std::string prefix, Arena& arena)
       in_(size_t(arena.nranks())) {
     if (seg_.size() != bytes_needed(arena.nranks()))
         throw Error(CCL_ERROR_INTERNAL, "mailbox segment " + seg_.name() + " has the wrong size");
+    const int me = arena.rank();
+    for (int peer = 0; peer < arena.nranks(); ++peer) {
+        out_[size_t(peer)].ring = {channel(me, peer).ring, kSlots - 1};
+        in_[size_t(peer)].ring = {channel(peer, me).ring, kSlots - 1};
+    }
 }
 
 Mailbox::~Mailbox() {
@@ -145,27 +154,51 @@ Mailbox::~Mailbox() {
             for (const Piece& p : out.unreceived)
                 if (p.gen == out.gen) out.data.disown();
             for (auto& [seg, head] : out.retired) seg.disown();  // not all received yet
+            if (before(out.seen_tail, out.ring_start)) out.ring_seg.disown();  // its link neither
         }
-        // Incoming: remove the names of sent messages this rank never received.
-        Channel& in = channel(peer, me);
-        uint32_t last_gen = in_[size_t(peer)].gen;
+        // Incoming: remove the names of sent messages this rank never received, following the
+        // links to further rings.
+        const Channel& in = channel(peer, me);
+        uint32_t last_gen = in_[size_t(peer)].gen, last_ring_gen = in_[size_t(peer)].ring_gen;
+        Ring ring = in_[size_t(peer)].ring;
+        Segment followed;
         for (uint32_t t = in.tail.load(std::memory_order_relaxed);
-             in.ring[t % kSlots].seq.load(std::memory_order_acquire) == t + 1;) {
-            const Desc& d = in.ring[t % kSlots];
+             ring.at(t).seq.load(std::memory_order_acquire) == t + 1;) {
+            const Desc& d = ring.at(t);
             if (d.offset == kInline) {
                 t += span_of(d.total);
                 continue;
             }
             ++t;
+            if (d.offset == kLink) {
+                const uint64_t slots = d.seg.capacity;
+                const uint32_t gen = last_ring_gen = d.seg.gen;
+                const std::string name = ring_name(peer, me, gen);
+                Segment next;
+                try {
+                    if (std::has_single_bit(slots) && slots <= kMaxSlots)
+                        next = Segment::open(name, slots * sizeof(Desc), seg_.job());
+                } catch (const Error&) {
+                }
+                Segment::remove(name);
+                if (!next.data()) break;
+                next.unlink();
+                followed = std::move(next);  // (d was in the one it replaces)
+                ring = {static_cast<Desc*>(followed.data()), uint32_t(slots - 1)};
+                continue;
+            }
             last_gen = std::max(last_gen, d.seg.gen);
             if (d.seg.bytes > 0 && d.offset != kWritten)
                 Segment::remove(data_name(peer, me, d.seg.gen));
         }
-        // A peer killed between creating a data segment and posting into it left a name that
-        // only this rank can know: the generation after the last it posted.
+        // A peer killed between creating a data segment or ring and posting into it (or its link)
+        // left a name that only this rank can know: the generation after the last it posted.
         if (failed && peer != me) {
             const int32_t pid = arena_.peer_pid(peer);
-            if (pid > 0 && !process_alive(pid)) Segment::remove(data_name(peer, me, last_gen + 1));
+            if (pid > 0 && !process_alive(pid)) {
+                Segment::remove(data_name(peer, me, last_gen + 1));
+                Segment::remove(ring_name(peer, me, last_ring_gen + 1));
+            }
         }
     }
 }
@@ -177,8 +210,16 @@ void Mailbox::wake_all() noexcept {
             Channel& ch = channel(from, to);
             if (ch.head_waiters.load(std::memory_order_seq_cst) != 0)
                 for (Desc& d : ch.ring) futex_wake_all(&d.seq);
-            futex_wake_all(&ch.tail);
         }
+    // This rank's receives may sleep in a further ring, on the descriptor at their tail.
+    const int me = arena_.rank();
+    for (int from = 0; from < n; ++from) {
+        Inbox& in = in_[size_t(from)];
+        const Channel& ch = channel(from, me);
+        std::lock_guard<std::mutex> lock(in.ring_mu);
+        if (in.ring_seg.data())
+            futex_wake_all(&in.ring.at(ch.tail.load(std::memory_order_acquire)).seq);
+    }
 }
 
 Mailbox::Channel& Mailbox::channel(int from, int to) const {
@@ -187,6 +228,11 @@ Mailbox::Channel& Mailbox::channel(int from, int to) const {
 
 std::string Mailbox::data_name(int from, int to, uint32_t gen) const {
     return prefix_ + "." + std::to_string(from) + "." + std::to_string(to) + "." +
+           std::to_string(gen);
+}
+
+std::string Mailbox::ring_name(int from, int to, uint32_t gen) const {
+    return prefix_ + "." + std::to_string(from) + "." + std::to_string(to) + ".r" +
            std::to_string(gen);
 }
 
@@ -199,9 +245,61 @@ void Mailbox::forget_received(Outbox& out, const Channel& ch) {
 }
 
 bool Mailbox::ring_room(Outbox& out, const Channel& ch, uint32_t need) {
-    if (!before(out.seen_tail, out.head + need - kSlots)) return true;
+    const uint32_t slots = out.ring.slots();
+    if (!before(out.seen_tail, out.head + need - slots)) return true;
     out.seen_tail = ch.tail.load(std::memory_order_acquire);
-    return !before(out.seen_tail, out.head + need - kSlots);
+    return !before(out.seen_tail, out.head + need - slots);
+}
+
+void Mailbox::make_room(Outbox& out, Channel& ch, int peer, uint32_t need) {
+    if (ring_room(out, ch, need + 1)) return;
+    // Every descriptor but one holds a piece the receiver has not consumed: that one links to a
+    // ring twice as large, where the pieces continue (the unreceived ones, at most all the old
+    // ring's, and `need` more fit). It stays the ring of this channel, as an outgrown data
+    // segment's successor stays its data segment.
+    const uint32_t slots = 2 * out.ring.slots();
+    if (slots > kMaxSlots)
+        throw Error(CCL_ERROR_OUT_OF_MEMORY,
+                    "messages to rank " + std::to_string(peer) + " fill all " +
+                        std::to_string(kMaxSlots) +
+                        " descriptors of the largest ring a channel may have: receive some");
+    const int me = arena_.rank();
+    Segment seg =
+        Segment::create(ring_name(me, peer, out.ring_gen + 1), slots * sizeof(Desc), seg_.job());
+    const Ring next{static_cast<Desc*>(seg.data()), slots - 1};
+    // No descriptor may look posted before it is: each starts as if it held the piece a lap
+    // before the first it will hold.
+    const uint32_t first = out.head + 1;
+    for (uint32_t i = first; i != first + slots; ++i)
+        next.at(i).seq.store(i + 1 - slots, std::memory_order_relaxed);
+    Desc& link = out.ring.at(out.head);
+    link.offset = kLink;
+    link.sig = 0;
+    link.total = 0;
+    link.seg = {0, slots, out.ring_gen + 1};
+    Arena::publish({&link.seq, &ch.head_waiters, me}, first);
+    ++out.ring_gen;
+    log().debug("rank {}: mailbox to rank {}: ring {} of {} descriptors", me, peer, out.ring_gen,
+                slots);
+    if (out.ring_seg.data()) out.retired.emplace_back(std::move(out.ring_seg), first);
+    out.ring_seg = std::move(seg);
+    out.ring = next;
+    out.ring_start = first;
+    out.head = first;
+}
+
+void Mailbox::follow(Inbox& in, int peer, uint64_t slots, uint32_t gen) {
+    if (!std::has_single_bit(slots) || slots <= in.ring.slots() || slots > kMaxSlots)
+        throw Error(CCL_ERROR_INTERNAL, "rank " + std::to_string(peer) +
+                                            " linked its messages to a ring of " +
+                                            std::to_string(slots) + " descriptors");
+    const std::string name = ring_name(peer, arena_.rank(), gen);
+    Segment seg = Segment::open(name, slots * sizeof(Desc), seg_.job());
+    seg.unlink();
+    std::lock_guard<std::mutex> lock(in.ring_mu);
+    in.ring = {static_cast<Desc*>(seg.data()), uint32_t(slots - 1)};
+    in.ring_seg = std::move(seg);  // the old one is done with: every piece in it was consumed
+    in.ring_gen = gen;
 }
 
 std::optional<uint64_t> Mailbox::room(const Outbox& out, size_t bytes) {
@@ -243,9 +341,9 @@ bool Mailbox::try_send(const void* buf, size_t bytes, uint32_t sig, int peer) {
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
     const uint32_t span = span_of(bytes);
-    if (!ring_room(out, ch, span)) return false;
-    Desc& d = ch.ring[out.head % kSlots];
-    put_inline(ch, out.head, buf, bytes);
+    if (!ring_room(out, ch, span + 1)) return false;  // one more for a link (make_room)
+    Desc& d = out.ring.at(out.head);
+    put_inline(out.ring, out.head, buf, bytes);
     d.sig = sig;
     d.total = bytes;
     Arena::publish({&d.seq, &ch.head_waiters, me}, out.head + 1);
@@ -258,14 +356,13 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
     const int me = arena_.rank();
     Channel& ch = channel(me, peer);
     Outbox& out = out_[size_t(peer)];
-    // How the message goes: in its descriptor, straight into the posted receive (single copy), or
-    // through the data segment (at `at`, in pieces).
+    // How the message goes: in its descriptors, straight into the posted receive (single copy),
+    // or through the data segment (at `offset`, in pieces).
     uint64_t offset = kInline;
     size_t piece = bytes;
     uint32_t pieces = 1;
-    uint32_t span = bytes <= kSpanMax ? span_of(bytes) : 0;
-    // Not without waiting for room in the ring: through the data segment instead.
-    if (span > 1 && !ring_room(out, ch, span)) span = 0;
+    const uint32_t span = bytes <= kSpanMax ? span_of(bytes) : 0;
+    bool direct = false;
     if (span == 0) {
         // The receive of this very message is posted: copy once, straight into it. The receiver
         // has consumed everything before it, so a descriptor is free.
@@ -274,7 +371,7 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
                    ch.posted_bytes.load(std::memory_order_relaxed) == bytes &&
                    ch.posted_sig.load(std::memory_order_relaxed) == sig;
         };
-        bool direct = bytes >= cma_min && offered();
+        direct = bytes >= cma_min && offered();
         if (bytes >= cma_min && !direct) {
             // Its receive is likely moments away (rings, exchanges), also when the receiver has
             // not yet taken the previous message (it offers this one's buffer right after), or is
@@ -313,29 +410,28 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
         } else {
             piece = std::max(kMinPiece, (bytes + 3) / 4);
             pieces = uint32_t((bytes + piece - 1) / piece);
-            // Room for the whole message first, so that a failure here posts nothing.
-            // What the receiver has taken is learnt from its tail, a line it writes at every
-            // receive (a cross-core miss): for small messages only when the segment has no room
-            // left (they go round it; 2 ranks, 4 KiB ring: 1.56 -> 1.24 us), for larger ones
-            // every time (their place then is the front, warm in cache, with nothing unreceived).
-            if ((!out.unreceived.empty() || !out.retired.empty()) &&
-                (bytes > kQuickBytes || !room(out, bytes)))
-                forget_received(out, ch);
-            offset = place(out, peer, bytes, out.head);
-            out.unreceived.push_back({out.head + pieces - 1, out.gen, out.pos - bytes});
         }
     }
+    // The descriptors first (a link, if it takes one, moves the head), then the data's place:
+    // room for the whole message before anything of it is posted, so that a failure here posts
+    // nothing of it.
+    make_room(out, ch, peer, span ? span : pieces);
+    if (span == 0 && !direct) {
+        // What the receiver has taken is learnt from its tail, a line it writes at every
+        // receive (a cross-core miss): for small messages only when the segment has no room
+        // left (they go round it; 2 ranks, 4 KiB ring: 1.56 -> 1.24 us), for larger ones
+        // every time (their place then is the front, warm in cache, with nothing unreceived).
+        if ((!out.unreceived.empty() || !out.retired.empty()) &&
+            (bytes > kQuickBytes || !room(out, bytes)))
+            forget_received(out, ch);
+        offset = place(out, peer, bytes, out.head);
+        out.unreceived.push_back({out.head + pieces - 1, out.gen, out.pos - bytes});
+    }
     for (uint32_t i = 0; i < pieces; ++i) {
-        // A free descriptor: fewer than kSlots pieces unreceived. The receiver's tail is looked
-        // at only when the ring may be full, so its line stays with the receiver.
-        if (before(out.seen_tail, out.head - kSlots + 1)) {
-            co_await arena_.watch({&ch.tail, &ch.tail_waiters, peer}, out.head - kSlots + 1);
-            out.seen_tail = ch.tail.load(std::memory_order_acquire);
-        }
-        Desc& d = ch.ring[out.head % kSlots];
+        Desc& d = out.ring.at(out.head);
         const size_t off = size_t(i) * piece, b = std::min(piece, bytes - off);
         if (offset == kInline) {
-            put_inline(ch, out.head, buf, bytes);
+            put_inline(out.ring, out.head, buf, bytes);
         } else if (offset == kWritten) {
             d.offset = kWritten;
         } else {
@@ -350,36 +446,37 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
         Arena::publish({&d.seq, &ch.head_waiters, me}, out.head + 1);
         out.head += offset == kInline ? span : 1;
     }
+    co_return;
 }
 
 bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
     const int me = arena_.rank();
     Channel& ch = channel(peer, me);
+    Inbox& in = in_[size_t(peer)];
     const uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
-    const Desc& d = ch.ring[tail % kSlots];
+    const Desc& d = in.ring.at(tail);
     if (d.seq.load(std::memory_order_acquire) != tail + 1) {
         // Not there yet: ask for the further lines it will come in, so that their misses overlap
         // the first one's (a prefetch, not a load: the sender may be writing them).
         if (bytes > kFirstLineBytes && bytes <= kSpanMax)
             for (uint32_t i = 0, span = span_of(bytes); i < span; ++i) {
-                const char* desc = reinterpret_cast<const char*>(&ch.ring[(tail + i) % kSlots]);
+                const char* desc = reinterpret_cast<const char*>(&in.ring.at(tail + i));
                 if (i > 0) __builtin_prefetch(desc);
                 __builtin_prefetch(desc + 64);
             }
         return false;
     }
-    if (d.total != bytes || d.sig != sig || d.offset == kWritten) return false;
+    if (d.total != bytes || d.sig != sig || d.offset == kWritten || d.offset == kLink) return false;
     uint32_t span = 1;
     if (d.offset == kInline) {
-        copy_inline(ch, tail, buf, bytes);
+        copy_inline(in.ring, tail, buf, bytes);
         span = span_of(bytes);
     } else {
-        const Inbox& in = in_[size_t(peer)];
         // One piece, in the segment the last one came through (recv maps a new one).
         if (d.seg.bytes != bytes || !in.data.data() || in.gen != d.seg.gen) return false;
         copy_message(buf, static_cast<const char*>(in.data.data()) + d.offset, bytes);
     }
-    Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail + span);
+    ch.tail.store(tail + span, std::memory_order_release);
     return true;
 }
 
@@ -388,8 +485,7 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_m
     Channel& ch = channel(peer, me);
     Inbox& in = in_[size_t(peer)];
     uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
-    if (bytes >= cma_min &&
-        ch.ring[tail % kSlots].seq.load(std::memory_order_acquire) != tail + 1) {
+    if (bytes >= cma_min && in.ring.at(tail).seq.load(std::memory_order_acquire) != tail + 1) {
         // Not sent yet: offer the sender this buffer (see send).
         ch.posted_addr.store(reinterpret_cast<uint64_t>(buf), std::memory_order_relaxed);
         ch.posted_bytes.store(bytes, std::memory_order_relaxed);
@@ -397,25 +493,31 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_m
         ch.posted_index.store(tail, std::memory_order_release);
     }
     size_t got = 0, total = 0;
-    bool match = true;
-    do {
-        const Desc& d = ch.ring[tail % kSlots];
+    bool match = true, started = false;
+    while (!started || got < total) {
+        const Desc& d = in.ring.at(tail);
         co_await arena_.watch({const_cast<std::atomic<uint32_t>*>(&d.seq), &ch.head_waiters, peer},
                               tail + 1);
+        if (d.offset == kLink) {  // the pieces continue in a larger ring
+            follow(in, peer, d.seg.capacity, d.seg.gen);
+            ch.tail.store(++tail, std::memory_order_release);
+            continue;
+        }
+        started = true;
         total = d.total;
         match = match && d.total == bytes && d.sig == sig;
         uint32_t span = 1;
         if (d.offset == kWritten) {
             // already in buf
         } else if (d.offset == kInline) {
-            if (match) copy_inline(ch, tail, static_cast<char*>(buf) + got, d.total);
+            if (match) copy_inline(in.ring, tail, static_cast<char*>(buf) + got, d.total);
             span = span_of(d.total);
         } else if (d.seg.bytes > 0) {
             if (!in.data.data() || in.gen != d.seg.gen) {
                 // The first piece in a new data segment: every earlier one was received.
                 std::string name = data_name(peer, me, d.seg.gen);
                 in.data = Segment::open(name, d.seg.capacity, seg_.job());
-                Segment::remove(name);
+                in.data.unlink();
                 in.gen = d.seg.gen;
             }
             if (match)
@@ -424,8 +526,8 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_m
         }
         got += d.offset == kInline ? d.total : d.seg.bytes;
         tail += span;
-        Arena::publish({&ch.tail, &ch.tail_waiters, me}, tail);
-    } while (got < total);
+        ch.tail.store(tail, std::memory_order_release);
+    }
     if (!match)
         throw Error(CCL_ERROR_INVALID_USAGE,
                     "a receive of " + std::to_string(bytes) + " bytes from rank " +

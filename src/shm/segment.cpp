@@ -1,17 +1,27 @@
 #include "shm/segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "core/error.h"
 #include "core/hex.h"
+#include "core/log.h"
 
 namespace ccl::shm {
 
@@ -19,16 +29,22 @@ namespace {
 
 constexpr char kMagic[8] = {'c', 'c', 'l', '-', 's', 'h', 'm', '\0'};
 
-// At offset 0 of every segment. Written once by the creator before the name is shared.
+// At offset 0 of every segment. Written once by the creator, first thing after making the name
+// (so that a scan for stale segments finds the creator in all but a segment's first moments).
 struct Header {
     char magic[8];
     uint32_t version;
     uint32_t header_bytes;
     uint64_t size;  // bytes after the header
     uint8_t job[16];
-    int32_t creator_pid;  // for messages only
+    int32_t creator_pid;  // at 40 in every version
+    uint32_t unused;
+    uint64_t creator_start;  // ProcessId::start (from version 2)
+    uint64_t creator_pidns;  // pid_namespace() (from version 2)
 };
 static_assert(sizeof(Header) <= Segment::kHeaderBytes);
+static_assert(offsetof(Header, creator_pid) == 40 && offsetof(Header, creator_start) == 48 &&
+              offsetof(Header, creator_pidns) == 56);  // tests/unit/test_segment.cpp writes them
 
 // Closes a descriptor when it goes out of scope.
 struct Fd {
@@ -46,7 +62,78 @@ void* map(int fd, size_t size, const std::string& name) {
     return p;
 }
 
+// Fields 3 (state), 9 (flags) and 22 (start time) of /proc/<pid>/stat, or nothing if there is no
+// such process here. `unreadable` is set where it exists but cannot be read.
+struct Stat {
+    char state = '?';
+    unsigned long flags = 0;
+    uint64_t start = 0;
+};
+std::optional<Stat> read_stat(int32_t pid, bool* unreadable) {
+    *unreadable = false;
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+    Fd fd{::open(path, O_RDONLY | O_CLOEXEC)};
+    if (fd.fd < 0) {
+        *unreadable = errno != ENOENT && errno != ESRCH;
+        return std::nullopt;
+    }
+    char buf[1024];
+    ssize_t n = ::read(fd.fd, buf, sizeof(buf) - 1);
+    if (n <= 0) {  // it went between the open and the read
+        *unreadable = n < 0 && errno != ESRCH;
+        return std::nullopt;
+    }
+    buf[n] = '\0';
+    // "pid (comm) S ...": the fields follow the last ')' (comm may hold anything).
+    const char* p = std::strrchr(buf, ')');
+    if (!p || p[1] != ' ') {
+        *unreadable = true;
+        return std::nullopt;
+    }
+    Stat st;
+    st.state = p[2];
+    p += 3;
+    for (int field = 4; field <= 22 && *p; ++field) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(p, &end, 10);
+        if (end == p) break;
+        if (field == 9) st.flags = static_cast<unsigned long>(v);
+        if (field == 22) st.start = v;
+        p = end;
+    }
+    return st;
+}
+
 }  // namespace
+
+ProcessId ProcessId::self() {
+    auto read = [] {
+        bool unreadable = false;
+        const auto st = read_stat(int32_t(::getpid()), &unreadable);
+        return ProcessId{int32_t(::getpid()), st ? st->start : 0};
+    };
+    static const ProcessId me = read();
+    return me.pid == ::getpid() ? me : read();  // a forked child is another process
+}
+
+bool ProcessId::alive() const {
+    if (pid <= 0) return false;
+    bool unreadable = false;
+    const auto st = read_stat(pid, &unreadable);
+    if (!st) return unreadable || (::kill(pid, 0) != 0 && errno == EPERM);
+    if (start != 0 && st->start != start) return false;  // a later process with its pid
+    // A zombie (dead, not yet reaped) or one already exiting (PF_EXITING) holds nothing any more.
+    return st->state != 'Z' && st->state != 'X' && !(st->flags & 0x4u);
+}
+
+uint64_t pid_namespace() {
+    static const uint64_t ns = [] {
+        struct stat st {};
+        return ::stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
+    }();
+    return ns;
+}
 
 Segment::Segment(std::string name, void* base, size_t size, bool owner, const JobId& job)
     : name_(std::move(name)),
@@ -61,8 +148,21 @@ Segment Segment::create(const std::string& name, size_t size, const JobId& job) 
     if (fd.fd < 0) throw_errno("shm_open(" + name + ", O_CREAT)");
     // From here on the name exists: unlink it again if anything below fails.
     Segment seg(name, nullptr, 0, true, job);
+    seg.creator_ = ProcessId::self();
     // 0600 whatever the umask: the openers need read and write, nobody else anything.
     if (::fchmod(fd.fd, 0600) != 0) throw_errno("fchmod of " + name);
+    // The header first: whoever finds the name from now on can tell whose it is.
+    Header h{};
+    std::memcpy(h.magic, kMagic, sizeof(kMagic));
+    h.version = kVersion;
+    h.header_bytes = kHeaderBytes;
+    h.size = size;
+    std::memcpy(h.job, job.data(), job.size());
+    h.creator_pid = seg.creator_.pid;
+    h.creator_start = seg.creator_.start;
+    h.creator_pidns = pid_namespace();
+    if (::pwrite(fd.fd, &h, sizeof(h), 0) != ssize_t(sizeof(h)))
+        throw_errno("writing the header of " + name);
     size_t total = kHeaderBytes + size;
     if (::ftruncate(fd.fd, off_t(total)) != 0) throw_errno("ftruncate of " + name);
     if (int err = ::posix_fallocate(fd.fd, 0, off_t(total)); err != 0)
@@ -72,14 +172,6 @@ Segment Segment::create(const std::string& name, size_t size, const JobId& job) 
     seg.base_ = map(fd.fd, total, name);
     seg.data_ = static_cast<char*>(seg.base_) + kHeaderBytes;
     seg.size_ = size;
-    Header h{};
-    std::memcpy(h.magic, kMagic, sizeof(kMagic));
-    h.version = kVersion;
-    h.header_bytes = kHeaderBytes;
-    h.size = size;
-    std::memcpy(h.job, job.data(), job.size());
-    h.creator_pid = int32_t(::getpid());
-    std::memcpy(seg.base_, &h, sizeof(h));
     return seg;
 }
 
@@ -121,6 +213,10 @@ Segment Segment::open(const std::string& name, size_t size, const JobId& job) {
         throw refuse("it belongs to job " + to_hex(h.job, sizeof(h.job)) + " (created by pid " +
                      std::to_string(h.creator_pid) + "), not to this one " +
                      to_hex(job.data(), job.size()));
+    // Ours: from here on its name goes with this object if its creator is gone (a refused one
+    // is never touched).
+    seg.creator_ = {h.creator_pid, h.creator_start};
+    seg.opened_ = true;
     return seg;
 }
 
@@ -130,7 +226,9 @@ Segment::Segment(Segment&& other) noexcept
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       owner_(std::exchange(other.owner_, false)),
-      job_(other.job_) {}
+      opened_(std::exchange(other.opened_, false)),
+      job_(other.job_),
+      creator_(other.creator_) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
     if (this != &other) {
@@ -140,7 +238,9 @@ Segment& Segment::operator=(Segment&& other) noexcept {
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
         owner_ = std::exchange(other.owner_, false);
+        opened_ = std::exchange(other.opened_, false);
         job_ = other.job_;
+        creator_ = other.creator_;
     }
     return *this;
 }
@@ -148,10 +248,8 @@ Segment& Segment::operator=(Segment&& other) noexcept {
 Segment::~Segment() { release(); }
 
 void Segment::unlink() {
-    if (owner_) {
-        ::shm_unlink(name_.c_str());
-        owner_ = false;
-    }
+    if (owner_ || opened_) ::shm_unlink(name_.c_str());
+    owner_ = opened_ = false;
 }
 
 void Segment::remove(const std::string& name) { ::shm_unlink(name.c_str()); }
@@ -160,8 +258,102 @@ void Segment::release() noexcept {
     if (base_) ::munmap(base_, kHeaderBytes + size_);
     base_ = nullptr;
     data_ = nullptr;
-    if (owner_) ::shm_unlink(name_.c_str());
-    owner_ = false;
+    // An opener removes a name its creator is no longer there to remove (nobody else will open
+    // it: the creator's job has failed).
+    if (owner_ || (opened_ && !creator_.alive())) ::shm_unlink(name_.c_str());
+    owner_ = opened_ = false;
+}
+
+namespace {
+
+// Whose a segment found in /dev/shm is (nothing: no ccl header), from the open file.
+struct Found {
+    ProcessId creator;
+    uint64_t pidns = 0;  // 0: unknown
+};
+std::optional<Found> creator_of(int fd) {
+    Header h{};
+    if (::pread(fd, &h, sizeof(h), 0) != ssize_t(sizeof(h)) ||
+        std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.creator_pid <= 0)
+        return std::nullopt;
+    if (h.version < 2) return Found{{h.creator_pid, 0}, 0};  // the pid only
+    return Found{{h.creator_pid, h.creator_start}, h.creator_pidns};
+}
+
+// The pid in a name "ccl-<pid>-...", or 0.
+int32_t pid_in_name(const char* name) {
+    if (std::strncmp(name, "ccl-", 4) != 0) return 0;
+    char* end = nullptr;
+    const long pid = std::strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '-' && pid > 0 && pid <= INT32_MAX ? int32_t(pid) : 0;
+}
+
+}  // namespace
+
+std::vector<StaleSegment> remove_stale_segments(std::chrono::seconds min_age,
+                                                const std::string& prefix) {
+    std::vector<StaleSegment> removed;
+    struct CloseDir {
+        void operator()(DIR* d) const { ::closedir(d); }
+    };
+    std::unique_ptr<DIR, CloseDir> dir(::opendir("/dev/shm"));
+    if (!dir) return removed;
+    const int dfd = ::dirfd(dir.get());
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    while (const dirent* e = ::readdir(dir.get())) {
+        const char* name = e->d_name;
+        if (std::strncmp(name, prefix.c_str(), prefix.size()) != 0) continue;
+        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN) continue;
+        Fd fd{::openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+        struct stat st {};
+        if (fd.fd < 0 || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != ::geteuid())
+            continue;
+        if (now.tv_sec - st.st_mtim.tv_sec < min_age.count()) continue;
+        int32_t pid = 0;
+        if (const auto found = creator_of(fd.fd)) {
+            if (found->pidns != 0 && pid_namespace() != 0 && found->pidns != pid_namespace())
+                continue;  // its creator is out of sight
+            if (found->creator.alive()) continue;
+            pid = found->creator.pid;
+        } else {
+            // Its creator died between making the name and writing the header; or it is not ours.
+            if (const int32_t named = pid_in_name(name); named == 0 || ProcessId{named, 0}.alive())
+                continue;
+        }
+        if (::unlinkat(dfd, name, 0) == 0) removed.push_back({name, uint64_t(st.st_size), pid});
+    }
+    return removed;
+}
+
+void remove_stale_segments_now_and_then() noexcept {
+    using Clock = std::chrono::steady_clock;
+    static std::atomic<int64_t> last{INT64_MIN};
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count();
+    int64_t seen = last.load(std::memory_order_relaxed);
+    if ((seen != INT64_MIN && now - seen < 60) ||
+        !last.compare_exchange_strong(seen, now, std::memory_order_relaxed))
+        return;
+    try {
+        const std::vector<StaleSegment> removed = remove_stale_segments();
+        if (removed.empty()) return;
+        uint64_t bytes = 0;
+        std::string names;
+        for (size_t i = 0; i < removed.size(); ++i) {
+            bytes += removed[i].bytes;
+            if (i < 3) names += (i ? ", " : "") + removed[i].name;
+        }
+        if (removed.size() > 3) names += " and " + std::to_string(removed.size() - 3) + " more";
+        char mib[32];
+        std::snprintf(mib, sizeof mib, "%.1f", double(bytes) / double(1 << 20));
+        log().warn(
+            "removed {} shared-memory segment(s) of {} MiB from /dev/shm, left by ccl processes "
+            "that are gone (killed before their job had started?): {}",
+            removed.size(), mib, names);
+    } catch (...) {  // a scan that fails leaves things as they were
+    }
 }
 
 }  // namespace ccl::shm

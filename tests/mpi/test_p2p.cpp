@@ -1,14 +1,15 @@
 // Point to point: rings of blocking sends and receives, exchanges where both sides send first
 // (8 MiB, which would deadlock if a send waited for its receiver), many messages to one peer
 // received in order, more messages than a channel's ring holds, messages spanning several
-// descriptors, sending to oneself, nonblocking receives posted before the matching send (waited
-// on this thread or another, polled or freed unwaited), small messages that
-// arrived before their receive (not overtaking a receive still posted), sends and receives
+// descriptors, sending to oneself, thousands of messages sent before any is received (to a peer
+// and to oneself, small and 1 MiB, every kind to every rank), nonblocking receives posted before
+// the matching send (waited on this thread or another, polled or freed unwaited), small messages
+// that arrived before their receive (not overtaking a receive still posted), sends and receives
 // in a group, count 0, every datatype, the send buffer reusable once a send returns, large
-// messages of sizes going up and down and around the fabric's part size, p2p
-// interleaved with collectives, a receive whose count or datatype differs from the send, small or
-// large (refused on the receiver, the communicator still works), a sender destroying its
-// communicator right after its send, and peers out of range.
+// messages of sizes going up and down and around the fabric's part size, p2p interleaved with
+// collectives, a receive whose count or datatype differs from the send, small or large (refused
+// on the receiver, the communicator still works), a sender destroying its communicator right
+// after its send, and peers out of range.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -126,9 +127,9 @@ TEST(P2P, ManyMessagesArriveInOrder) {
 
 // More messages than a channel's ring holds (128 descriptors), of 0 to 900 bytes: inside one
 // descriptor (up to 104), spanning several (up to 464) and through the data segment, while the
-// receiver takes them. The receiver starts late: spanning messages that find too few free
-// descriptors go through the data segment instead, small ones wait for a free descriptor, and
-// spans wrap round the ring's end. Pairs (0,1), (2,3), ... one direction, then the other.
+// receiver takes them. The receiver starts late: the sender fills the ring and goes on in a larger
+// one while the receiver catches up, and spans wrap round the ring's end. Pairs (0,1), (2,3), ...
+// one direction, then the other.
 TEST(P2P, MoreMessagesThanTheRingHolds) {
     const int partner = g_rank ^ 1;
     if (partner >= g_size) return;
@@ -141,7 +142,7 @@ TEST(P2P, MoreMessagesThanTheRingHolds) {
                 CCL_OK(ccl_send(out.data(), count(k), CCL_UINT8, partner, g_comm, nullptr));
             }
         } else {
-            // Late, so that the sender fills the ring and waits.
+            // Late, so that the sender fills the ring.
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             for (int k = 0; k < n; ++k) {
                 Guarded in(count(k));
@@ -686,6 +687,100 @@ TEST(P2P, SenderDestroysItsCommunicatorRightAfter) {
         EXPECT_EQ(check_block(in.data(), count, CCL_INT32, left(), 950 + uint64_t(round), 0,
                               "round " + std::to_string(round)),
                   0u);
+    }
+    expect_comm_still_works();
+}
+
+// Sends never wait for their receiver (ccl.h), however many of a peer's messages are unreceived:
+// past what a channel's ring of descriptors holds (128 pieces: 128 small messages, 32 of 1 MiB,
+// which go in 4 pieces each) the pieces continue in further rings, made as needed. Every rank
+// sends all its messages first (to the next rank, or to itself), then receives them in order,
+// each checked. Run with a short CCL_TIMEOUT (test_p2p.unreceived in tests/CMakeLists.txt), so
+// that a send waiting for its receive fails fast.
+//
+// Message k from rank r: element i is a cheap function of (r, k, i), which the check (most of
+// these tests' time with the reference's values) recomputes as it compares.
+uint32_t pattern(int from, int k, size_t i) {
+    return uint32_t(i) * 0x9e3779b1u + uint32_t(from) * 0x85ebca77u + uint32_t(k) * 0xc2b2ae3du;
+}
+
+void send_all_then_receive(int to, int from, int n, size_t count) {
+    std::vector<uint32_t> out(count), in(count + 1);
+    for (int k = 0; k < n; ++k) {
+        for (size_t i = 0; i < count; ++i) out[i] = pattern(g_rank, k, i);
+        CCL_OK(ccl_send(out.data(), count, CCL_UINT32, to, g_comm, nullptr))
+            << "send " << k << " of " << n << ", none received yet";
+    }
+    for (int k = 0; k < n; ++k) {
+        in[count] = 0x5a5a5a5a;  // a guard after the buffer
+        CCL_OK(ccl_recv(in.data(), count, CCL_UINT32, from, g_comm, nullptr)) << "receive " << k;
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) wrong += in[i] != pattern(from, k, i);
+        ASSERT_EQ(wrong, 0u) << "message " << k << " of " << n << " from rank " << from;
+        ASSERT_EQ(in[count], 0x5a5a5a5au) << "message " << k;
+    }
+}
+
+constexpr size_t kMiB32 = (size_t(1) << 20) / 4;  // 1 MiB of uint32
+
+TEST(P2PUnreceived, SmallToPeer) { send_all_then_receive(right(), left(), 1000, 8); }
+TEST(P2PUnreceived, SmallToSelf) { send_all_then_receive(g_rank, g_rank, 1000, 8); }
+TEST(P2PUnreceived, LargeToPeer) { send_all_then_receive(right(), left(), 200, kMiB32); }
+TEST(P2PUnreceived, LargeToSelf) { send_all_then_receive(g_rank, g_rank, 200, kMiB32); }
+
+// Messages of every way of travelling (count 0, inside one descriptor, spanning several, through
+// the data segment, in several pieces) to every rank, itself included, far more than a ring
+// holds, before any receive; then received in order from each rank, the first half posted as
+// nonblocking receives and waited for at the end, the rest blocking, with one receive of the
+// wrong count in the middle (refused, its message dropped, the next one still in place).
+TEST(P2PUnreceived, EveryKindToEveryRankInOrder) {
+    const int n = 400, wrong = 301;
+    auto count = [](int k) {
+        switch (k % 5) {
+            case 0: return size_t(k * 7) % 27;                   // up to 104 bytes: one descriptor
+            case 1: return 27 + size_t(k * 13) % 90;             // up to 464: spanning
+            case 2: return 200 + size_t(k * 37) % 3000;          // the data segment
+            case 3: return size_t(k % 2);                        // 0 or 4 bytes
+            default: return size_t(k % 3 == 0 ? 100000 : 3000);  // 400 KB: two pieces
+        }
+    };
+    auto seed = [](int from, int to, int k) { return 9000 + uint64_t(from * 64 + to) * 1000 + k; };
+    for (int k = 0; k < n; ++k)
+        for (int to = 0; to < g_size; ++to) {
+            Message out(count(k), CCL_INT32, g_rank, seed(g_rank, to, k));
+            CCL_OK(ccl_send(out.data(), count(k), CCL_INT32, to, g_comm, nullptr))
+                << "send " << k << " to rank " << to;
+        }
+    for (int from = 0; from < g_size; ++from) {
+        std::deque<Guarded> in;  // Guarded does not move
+        std::vector<ccl_request_t> reqs;
+        for (int k = 0; k < n; ++k) in.emplace_back(count(k) * 4);
+        for (int k = 0; k < n / 2; ++k) {
+            reqs.push_back(nullptr);
+            CCL_OK(ccl_recv(in[size_t(k)].data(), count(k), CCL_INT32, from, g_comm, &reqs.back()));
+        }
+        for (int k = n / 2; k < n; ++k) {
+            if (k == wrong) {
+                Guarded other(count(k) * 4 + 4);
+                EXPECT_FAILS(ccl_recv(other.data(), count(k) + 1, CCL_INT32, from, g_comm, nullptr),
+                             CCL_ERROR_INVALID_USAGE, "count");
+                continue;
+            }
+            CCL_OK(ccl_recv(in[size_t(k)].data(), count(k), CCL_INT32, from, g_comm, nullptr))
+                << "receive " << k << " from rank " << from;
+        }
+        for (ccl_request_t& r : reqs) {
+            CCL_OK(ccl_wait(r));
+            CCL_OK(ccl_request_free(r));
+        }
+        for (int k = 0; k < n; ++k) {
+            if (k == wrong) continue;
+            ASSERT_EQ(
+                check_block(in[size_t(k)].data(), count(k), CCL_INT32, from, seed(from, g_rank, k),
+                            0, "message " + std::to_string(k) + " from " + std::to_string(from)),
+                0u);
+            ASSERT_TRUE(in[size_t(k)].guard_intact()) << "message " << k;
+        }
     }
     expect_comm_still_works();
 }

@@ -3,6 +3,10 @@
 // the program would be started (mpiexec -n 2 ccl_info, srun ccl_info, torchrun ... ccl_info); it
 // starts and connects to nothing. Exit status 1 when ccl_comm_create_from_env would fail for the
 // reason it prints, or a variable is malformed.
+//
+// `ccl_info --clean` removes instead the shared-memory segments that ccl processes killed while
+// their job started left in /dev/shm (those of this user whose creator is gone: shm/segment.h),
+// and names each.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +18,7 @@
 #include "core/topology.h"
 #include "shm/arena.h"
 #include "shm/mailbox.h"
+#include "shm/segment.h"
 #include "transport/fabric.h"
 
 namespace {
@@ -66,15 +71,45 @@ std::string settings(const ccl::Config& c) {
            line("CCL_NODE_ID", c.node_id.empty() ? "(unset: host name and boot id)" : c.node_id);
 }
 
+// --clean: what remove_stale_segments removed, one line each.
+int clean() {
+    const auto removed = ccl::shm::remove_stale_segments();
+    uint64_t bytes = 0;
+    for (const auto& s : removed) {
+        bytes += s.bytes;
+        if (s.creator)
+            std::printf("removed /dev/shm/%s (%.1f MiB): its creator, pid %d, is gone\n",
+                        s.name.c_str(), double(s.bytes) / double(1 << 20), int(s.creator));
+        else
+            std::printf(
+                "removed /dev/shm/%s (%.1f MiB): made by a process that is gone, which "
+                "died before it wrote the header\n",
+                s.name.c_str(), double(s.bytes) / double(1 << 20));
+    }
+    if (removed.empty())
+        std::printf(
+            "nothing to remove: no ccl segment in /dev/shm is of a process that is gone "
+            "(and %lld s old)\n",
+            static_cast<long long>(ccl::shm::kStaleAge.count()));
+    else
+        std::printf("removed %zu segment(s), %.1f MiB\n", removed.size(),
+                    double(bytes) / double(1 << 20));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 2 && std::strcmp(argv[1], "--clean") == 0) return clean();
     if (argc > 1) {
         bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
         std::fputs(
             "usage: ccl_info   (start it the way the program is started: mpiexec -n 2 "
             "ccl_info, srun ccl_info, ...)\nPrints ccl's version, the launcher it detects "
-            "and why, this rank's place, and the configuration.\n",
+            "and why, this rank's place, and the configuration.\n"
+            "       ccl_info --clean\nRemoves the shared-memory segments in /dev/shm that ccl "
+            "processes which are gone left behind (killed while their job started), and names "
+            "each.\n",
             help ? stdout : stderr);
         return help ? 0 : 2;
     }

@@ -194,8 +194,7 @@ Mailbox::~Mailbox() {
         // A peer killed between creating a data segment or ring and posting into it (or its link)
         // left a name that only this rank can know: the generation after the last it posted.
         if (failed && peer != me) {
-            const int32_t pid = arena_.peer_pid(peer);
-            if (pid > 0 && !process_alive(pid)) {
+            if (arena_.peer_pid(peer) > 0 && !arena_.peer_alive(peer)) {
                 Segment::remove(data_name(peer, me, last_gen + 1));
                 Segment::remove(ring_name(peer, me, last_ring_gen + 1));
             }

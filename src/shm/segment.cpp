@@ -62,70 +62,7 @@ void* map(int fd, size_t size, const std::string& name) {
     return p;
 }
 
-// Fields 3 (state), 9 (flags) and 22 (start time) of /proc/<pid>/stat, or nothing if there is no
-// such process here. `unreadable` is set where it exists but cannot be read.
-struct Stat {
-    char state = '?';
-    unsigned long flags = 0;
-    uint64_t start = 0;
-};
-std::optional<Stat> read_stat(int32_t pid, bool* unreadable) {
-    *unreadable = false;
-    char path[32];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
-    Fd fd{::open(path, O_RDONLY | O_CLOEXEC)};
-    if (fd.fd < 0) {
-        *unreadable = errno != ENOENT && errno != ESRCH;
-        return std::nullopt;
-    }
-    char buf[1024];
-    ssize_t n = ::read(fd.fd, buf, sizeof(buf) - 1);
-    if (n <= 0) {  // it went between the open and the read
-        *unreadable = n < 0 && errno != ESRCH;
-        return std::nullopt;
-    }
-    buf[n] = '\0';
-    // "pid (comm) S ...": the fields follow the last ')' (comm may hold anything).
-    const char* p = std::strrchr(buf, ')');
-    if (!p || p[1] != ' ') {
-        *unreadable = true;
-        return std::nullopt;
-    }
-    Stat st;
-    st.state = p[2];
-    p += 3;
-    for (int field = 4; field <= 22 && *p; ++field) {
-        char* end = nullptr;
-        const unsigned long long v = std::strtoull(p, &end, 10);
-        if (end == p) break;
-        if (field == 9) st.flags = static_cast<unsigned long>(v);
-        if (field == 22) st.start = v;
-        p = end;
-    }
-    return st;
-}
-
 }  // namespace
-
-ProcessId ProcessId::self() {
-    auto read = [] {
-        bool unreadable = false;
-        const auto st = read_stat(int32_t(::getpid()), &unreadable);
-        return ProcessId{int32_t(::getpid()), st ? st->start : 0};
-    };
-    static const ProcessId me = read();
-    return me.pid == ::getpid() ? me : read();  // a forked child is another process
-}
-
-bool ProcessId::alive() const {
-    if (pid <= 0) return false;
-    bool unreadable = false;
-    const auto st = read_stat(pid, &unreadable);
-    if (!st) return unreadable || (::kill(pid, 0) != 0 && errno == EPERM);
-    if (start != 0 && st->start != start) return false;  // a later process with its pid
-    // A zombie (dead, not yet reaped) or one already exiting (PF_EXITING) holds nothing any more.
-    return st->state != 'Z' && st->state != 'X' && !(st->flags & 0x4u);
-}
 
 uint64_t pid_namespace() {
     static const uint64_t ns = [] {
@@ -148,7 +85,7 @@ Segment Segment::create(const std::string& name, size_t size, const JobId& job) 
     if (fd.fd < 0) throw_errno("shm_open(" + name + ", O_CREAT)");
     // From here on the name exists: unlink it again if anything below fails.
     Segment seg(name, nullptr, 0, true, job);
-    seg.creator_ = ProcessId::self();
+    seg.creator_ = this_process();
     // 0600 whatever the umask: the openers need read and write, nobody else anything.
     if (::fchmod(fd.fd, 0600) != 0) throw_errno("fchmod of " + name);
     // The header first: whoever finds the name from now on can tell whose it is.
@@ -260,7 +197,7 @@ void Segment::release() noexcept {
     data_ = nullptr;
     // An opener removes a name its creator is no longer there to remove (nobody else will open
     // it: the creator's job has failed).
-    if (owner_ || (opened_ && !creator_.alive())) ::shm_unlink(name_.c_str());
+    if (owner_ || (opened_ && !process_alive(creator_))) ::shm_unlink(name_.c_str());
     owner_ = opened_ = false;
 }
 
@@ -315,11 +252,11 @@ std::vector<StaleSegment> remove_stale_segments(std::chrono::seconds min_age,
         if (const auto found = creator_of(fd.fd)) {
             if (found->pidns != 0 && pid_namespace() != 0 && found->pidns != pid_namespace())
                 continue;  // its creator is out of sight
-            if (found->creator.alive()) continue;
+            if (process_alive(found->creator)) continue;
             pid = found->creator.pid;
         } else {
             // Its creator died between making the name and writing the header; or it is not ours.
-            if (const int32_t named = pid_in_name(name); named == 0 || ProcessId{named, 0}.alive())
+            if (const int32_t named = pid_in_name(name); named == 0 || process_alive(named))
                 continue;
         }
         if (::unlinkat(dfd, name, 0) == 0) removed.push_back({name, uint64_t(st.st_size), pid});

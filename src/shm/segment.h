@@ -22,23 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "shm/wait.h"
+
 namespace ccl::shm {
 
 // Random per communicator (rank 0 draws it and shares it with the segment names).
 using JobId = std::array<uint8_t, 16>;
-
-// A process, told apart from a later one that reuses its pid by its start time (field 22 of
-// /proc/<pid>/stat: clock ticks after boot), in this process's pid namespace.
-struct ProcessId {
-    int32_t pid = 0;
-    uint64_t start = 0;  // 0: unknown (the pid alone tells)
-
-    static ProcessId self();
-    // Whether it still runs: its pid names a process that started when it did (a thread's id
-    // counts too) and is neither a zombie nor exiting. Where /proc cannot tell (another user's
-    // process hidden from this one), it counts as running.
-    bool alive() const;
-};
 
 // This process's pid namespace (the inode of /proc/self/ns/pid; 0 where unknown): pids and start
 // times compare only within one.

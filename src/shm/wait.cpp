@@ -1,5 +1,6 @@
 #include "shm/wait.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace ccl::shm {
@@ -62,62 +64,70 @@ void heavy_fence() {
 
 namespace {
 
-// /proc/<pid>/stat after its command ("pid (comm) S ..."): the fields from the state on, which
-// follow the last ')' (comm may hold anything); empty if the process is gone. `gone` tells a
-// missing file (the process is gone) from one that cannot be read.
-std::string stat_fields(int pid, bool* gone) {
-    char buf[1024];
-    const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-    FILE* f = std::fopen(path.c_str(), "r");
-    *gone = !f && errno == ENOENT;
-    if (!f) return {};
-    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-    std::fclose(f);
-    buf[n] = '\0';
-    std::string stat(buf);
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos || close + 2 >= stat.size()) return {};
-    return stat.substr(close + 2);
-}
-
-// The start time, the 20th field after the state (the stat file's 22nd).
-uint64_t start_of(const std::string& fields) {
-    const char* p = fields.c_str();
-    for (int i = 0; i < 19 && p; ++i) {
-        p = std::strchr(p, ' ');
-        if (p) ++p;
+// Fields 3 (state), 9 (flags) and 22 (start time) of /proc/<pid>/stat, or nothing if there is no
+// such process here. `unreadable` is set where it exists but cannot be read.
+struct Stat {
+    char state = '?';
+    unsigned long flags = 0;
+    uint64_t start = 0;
+};
+std::optional<Stat> read_stat(int32_t pid, bool* unreadable) {
+    *unreadable = false;
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *unreadable = errno != ENOENT && errno != ESRCH;
+        return std::nullopt;
     }
-    return p ? std::strtoull(p, nullptr, 10) : 0;
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    if (n <= 0) {  // it went between the open and the read
+        *unreadable = n < 0 && errno != ESRCH;
+        return std::nullopt;
+    }
+    buf[n] = '\0';
+    // "pid (comm) S ...": the fields follow the last ')' (comm may hold anything).
+    const char* p = std::strrchr(buf, ')');
+    if (!p || p[1] != ' ') {
+        *unreadable = true;
+        return std::nullopt;
+    }
+    Stat st;
+    st.state = p[2];
+    p += 3;
+    for (int field = 4; field <= 22 && *p; ++field) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(p, &end, 10);
+        if (end == p) break;
+        if (field == 9) st.flags = static_cast<unsigned long>(v);
+        if (field == 22) st.start = v;
+        p = end;
+    }
+    return st;
 }
 
 }  // namespace
 
-uint64_t process_start(int pid) {
-    bool gone;
-    return start_of(stat_fields(pid, &gone));
+ProcessId this_process() {
+    bool unreadable = false;
+    const auto st = read_stat(int32_t(::getpid()), &unreadable);
+    return {int32_t(::getpid()), st ? st->start : 0};
 }
-
-ProcessId this_process() { return {int32_t(::getpid()), process_start(::getpid())}; }
 
 bool process_alive(int pid) { return process_alive(ProcessId{pid, 0}); }
 
 bool process_alive(const ProcessId& p) {
-    if (::kill(p.pid, 0) != 0 && errno == ESRCH) return false;
-    bool gone;
-    const std::string fields = stat_fields(p.pid, &gone);
-    if (fields.empty()) return !gone;
-    const char state = fields[0];
-    if (state == 'Z' || state == 'X') return false;
-    // Field 9, the kernel's task flags: PF_EXITING (0x4) is set from the start of exit, before
-    // the memory goes (a peer read then fails with EFAULT) and long before the zombie.
-    int ppid, pgrp, session, tty, tpgid;
-    unsigned flags = 0;
-    if (std::sscanf(fields.c_str() + 1, "%d %d %d %d %d %u", &ppid, &pgrp, &session, &tty, &tpgid,
-                    &flags) == 6 &&
-        (flags & 0x4u))
-        return false;
-    // A later process with the pid of a dead one is not it.
-    return p.start == 0 || start_of(fields) == p.start;
+    if (p.pid <= 0) return false;
+    bool unreadable = false;
+    const auto st = read_stat(p.pid, &unreadable);
+    if (!st) return unreadable || (::kill(p.pid, 0) != 0 && errno == EPERM);
+    if (p.start != 0 && st->start != p.start) return false;  // a later process with its pid
+    // A zombie (dead, not yet reaped by its parent: a launcher slow to reap must not hide a dead
+    // peer) or one already exiting (PF_EXITING: set from the start of exit, before the memory
+    // goes, a peer read then failing with EFAULT) holds nothing any more.
+    return st->state != 'Z' && st->state != 'X' && !(st->flags & 0x4u);
 }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {

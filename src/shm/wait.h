@@ -55,20 +55,20 @@ inline void light_fence() {
 }
 
 // A process, told apart from any later one that reuses its pid by its start time (clock ticks
-// after boot: /proc/<pid>/stat's 22nd field; 0 where it could not be read).
+// after boot: /proc/<pid>/stat's 22nd field; 0: unknown, the pid alone tells), within this
+// process's pid namespace.
 struct ProcessId {
     int32_t pid = 0;
     uint64_t start = 0;
 };
 ProcessId this_process();
-// The start time of process `pid`, 0 if it cannot be read (gone, or no /proc).
-uint64_t process_start(int pid);
 
-// Whether process `pid` still runs: false once it is gone or a zombie (dead, not yet reaped by its
-// parent: a launcher that is slow to reap must not hide a dead peer), or, for a ProcessId with a
-// start time, once the pid belongs to a later process.
-bool process_alive(int pid);
+// Whether the process still runs: its pid names a process that started when it did (a thread's id
+// counts too) and is neither a zombie (dead, not yet reaped by its parent: a launcher that is
+// slow to reap must not hide a dead peer) nor exiting. Where /proc cannot tell (another user's
+// process hidden from this one), it counts as running.
 bool process_alive(const ProcessId& p);
+bool process_alive(int pid);  // by the pid alone
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -142,18 +142,19 @@ pid_t exited_child(bool reap) {
 }
 
 TEST(ProcessId, TellsALaterProcessWithTheSamePid) {
-    const ProcessId me = ProcessId::self();
+    const ProcessId me = ccl::shm::this_process();
     EXPECT_EQ(me.pid, getpid());
     EXPECT_NE(me.start, 0u);
-    EXPECT_TRUE(me.alive());
-    EXPECT_TRUE((ProcessId{me.pid, 0}).alive());              // the pid alone
-    EXPECT_FALSE((ProcessId{me.pid, me.start + 1}).alive());  // another process, same pid
-    EXPECT_FALSE((ProcessId{0, 0}).alive());
+    EXPECT_TRUE(ccl::shm::process_alive(me));
+    EXPECT_TRUE(ccl::shm::process_alive(ProcessId{me.pid, 0}));  // the pid alone
+    EXPECT_FALSE(
+        ccl::shm::process_alive(ProcessId{me.pid, me.start + 1}));  // another process, same pid
+    EXPECT_FALSE(ccl::shm::process_alive(ProcessId{0, 0}));
     const pid_t gone = exited_child(true), zombie = exited_child(false);
     ASSERT_GT(gone, 0);
     ASSERT_GT(zombie, 0);
-    EXPECT_FALSE((ProcessId{gone, 0}).alive());
-    EXPECT_FALSE((ProcessId{zombie, 0}).alive()) << "a zombie holds nothing";
+    EXPECT_FALSE(ccl::shm::process_alive(ProcessId{gone, 0}));
+    EXPECT_FALSE(ccl::shm::process_alive(ProcessId{zombie, 0})) << "a zombie holds nothing";
     waitpid(zombie, nullptr, 0);
     EXPECT_NE(ccl::shm::pid_namespace(), 0u);
 }
@@ -187,7 +188,7 @@ TEST(Segment, StaleSegmentsOfProcessesThatAreGoneAreRemoved) {
     const std::string prefix = "ccl-" + std::to_string(getpid()) + "-stale-";
     const pid_t gone = exited_child(true);
     ASSERT_GT(gone, 0);
-    const ProcessId me = ProcessId::self();
+    const ProcessId me = ccl::shm::this_process();
     auto name = [&](const char* what) { return "/" + prefix + what; };
     Segment live = Segment::create(name("live"), 4096, kJob);
     Segment dead = Segment::create(name("dead"), 8192, kJob);

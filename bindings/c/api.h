@@ -16,6 +16,7 @@
 
 #include "ccl/ccl.h"
 #include "core/error.h"
+#include "shm/wait.h"
 
 namespace ccl::capi {
 
@@ -75,14 +76,36 @@ uint64_t random_key() noexcept;
 // in chunks of 64, 128, 256 ... slots), so that use() and enter() need no lock.
 //
 // Entries (enter): a call that may not share its object with a concurrent call of another thread
-// (ccl.h: a communicator is used by one thread at a time) holds the slot's entry word while it
-// runs; a second call finds it taken and is refused. The word is in the slot, not in the object,
-// so that entering never touches an object that a destroy on another thread may be freeing:
-// retire() takes the word too, or, finding a call inside, leaves the object to that call, whose
-// leave() hands it to Release once it is out.
+// (ccl.h: a communicator is used by one thread at a time) is inside its slot while it runs; a
+// second thread's call finds that and is refused. No locked instruction on the way in or out: one
+// would be a full fence, which waits for this thread's last store to a line a peer polls (the
+// previous call's publish: a cross-core round trip, 20-50% of a small call). So a slot has an
+// owner, the thread that entered it last, which enters with plain stores: it marks itself inside
+// (its own Owner word), then checks that it still owns the slot. Another thread takes the slot
+// over by storing itself as the owner, a heavy fence (shm/wait.h: the owner's light fence is then
+// enough), and a look at whether the old owner is inside: this Dekker pair lets at most one of
+// them in. Taking over costs a system call, once per change of thread.
+// Retiring (a destroy) follows the same pair: with a call inside, the object is left to that call,
+// which releases it (Release) once it is out.
 // What a table does with an object retired while a call was inside, once the call is out: drops it.
 template <class T>
 void drop(std::shared_ptr<T>) noexcept {}
+
+// A thread as the owner of slots (see Entries above): the slots it is inside (several at once
+// only in ccl_group_end, one per communicator of the group). Never freed (a slot may name it
+// after the thread is gone): a thread's is handed on to a later thread.
+struct Owner {
+    static constexpr int kCells = 64;
+    std::atomic<const void*> inside[kCells] = {};
+    Owner* next_free = nullptr;
+    // The cell that holds `slot`, or -1.
+    int cell_of(const void* slot) const {
+        for (int i = 0; i < kCells; ++i)
+            if (inside[i].load(std::memory_order_relaxed) == slot) return i;
+        return -1;
+    }
+};
+Owner& this_thread_owner() noexcept;
 
 template <class T, uintptr_t Tag, void (*Release)(std::shared_ptr<T>) noexcept = drop<T>>
 class HandleTable {
@@ -142,14 +165,16 @@ public:
         return std::move(s.object);
     }
 
-    // A call inside an object: holds its slot's entry word from construction to destruction.
+    // A call inside an object: inside its slot from construction to destruction.
     class Entry {
     public:
         // Refused with CCL_ERROR_INVALID_ARGUMENT for a handle that is not valid, and with
-        // CCL_ERROR_INVALID_USAGE while another call is inside.
+        // CCL_ERROR_INVALID_USAGE while another thread's call is inside.
         Entry(HandleTable& table, const void* handle, const char* what)
-            : table_(table), object_(table.take(handle, what, slot_)) {}
-        ~Entry() { table_.leave(*slot_); }
+            : table_(table),
+              owner_(this_thread_owner()),
+              object_(table.take(handle, what, owner_, slot_)) {}
+        ~Entry() { table_.leave(*slot_, owner_); }
         Entry(const Entry&) = delete;
         Entry& operator=(const Entry&) = delete;
         T& operator*() const { return *object_; }
@@ -157,6 +182,7 @@ public:
 
     private:
         HandleTable& table_;
+        Owner& owner_;
         Slot* slot_ = nullptr;
         T* object_;
     };
@@ -169,18 +195,14 @@ public:
         use(handle, what);
         Slot& s = slot(handle);
         invalidate(s);  // no call enters it from now on
-        for (;;) {
-            uint32_t e = kFree;
-            if (s.entry.compare_exchange_strong(e, kInside, std::memory_order_acquire)) {
-                free(s);
-                s.entry.store(kFree, std::memory_order_release);
-                return std::move(s.object);
-            }
-            // e is kInside (only retire, here, makes kOrphan): hand the object to that call,
-            // unless it left meanwhile.
-            if (s.entry.compare_exchange_strong(e, kOrphan, std::memory_order_acq_rel))
-                return nullptr;
-        }
+        s.orphan.store(1, std::memory_order_relaxed);
+        shm::heavy_fence();  // the Dekker pair with leave(): see Entries above
+        if (const Owner* o = s.owner.load(std::memory_order_relaxed); o && o->cell_of(&s) >= 0)
+            return nullptr;  // the call inside, or just leaving, takes it (leave)
+        // Out already; unless its leave saw the orphan first and took it.
+        if (s.orphan.exchange(0, std::memory_order_acq_rel) != 1) return nullptr;
+        free(s);
+        return std::move(s.object);
     }
 
 private:
@@ -198,18 +220,17 @@ private:
         return x;
     }();
     static_assert(kMix * kUnmix == 1);
-    // The entry word: no call inside, a call inside, a call inside whose object was retired.
-    static constexpr uint32_t kFree = 0, kInside = 1, kOrphan = 3;
-
     // One cache line each, so that calls on different objects from different threads do not
     // contend for one line.
     struct alignas(64) Slot {
-        std::atomic<T*> live{nullptr};  // the object, null while free: what use() reads
-        std::atomic<uintptr_t> gen{1};  // changed only while free (or retired), never 0
-        std::atomic<uint32_t> entry{kFree};
-        uintptr_t index = 0;          // its own
-        uintptr_t next_free = kNone;  // mu_ held
-        std::shared_ptr<T> object;    // mu_ held
+        std::atomic<T*> live{nullptr};       // the object, null while free: what use() reads
+        std::atomic<uintptr_t> gen{1};       // changed only while free (or retired), never 0
+        std::atomic<Owner*> owner{nullptr};  // enters with plain stores (Entries above)
+        std::atomic<uint32_t> orphan{0};     // 1: retired with a call inside, not yet released
+        SpinLock taking;                     // changes of owner
+        uintptr_t index = 0;                 // its own
+        uintptr_t next_free = kNone;         // mu_ held
+        std::shared_ptr<T> object;           // mu_ held
     };
 
     uintptr_t encode(uintptr_t gen, uintptr_t i) const {
@@ -235,31 +256,49 @@ private:
     }
     Slot& slot(const void* handle) { return at((decode(handle) & kGenMask) >> 4); }  // valid
 
-    // Takes the entry word of a valid handle's slot; returns its object.
-    T* take(const void* handle, const char* what, Slot*& slot) {
+    // Enters a valid handle's slot as `me`; returns its object.
+    T* take(const void* handle, const char* what, Owner& me, Slot*& slot) {
         const uintptr_t raw = decode(handle), gen = raw >> kGenShift;
         slot = slot_of(raw);
         if (!slot || slot->gen.load(std::memory_order_relaxed) != gen) [[unlikely]]
             invalid(handle, what);
-        uint32_t e = kFree;
-        if (!slot->entry.compare_exchange_strong(e, kInside, std::memory_order_acquire))
-            [[unlikely]]
-            busy(what);
-        // Only now is the answer sure: retired before the exchange, the slot has another
-        // generation (or no object). Then out again, by a leave that releases the object of a
-        // newer handle of the slot if that was retired meanwhile.
+        const int cell = me.cell_of(nullptr);
+        if (cell < 0) [[unlikely]]
+            too_many(what);
+        me.inside[cell].store(slot, std::memory_order_relaxed);
+        shm::light_fence();  // the Dekker pair with take_over() and retire()
+        if (slot->owner.load(std::memory_order_relaxed) != &me) [[unlikely]]
+            take_over(*slot, me, cell, what);
+        // Only now is the answer sure: retired before, the slot has another generation (or no
+        // object). Then out again, by a leave that releases the object of a newer handle of the
+        // slot if that was retired meanwhile.
         T* object = slot->live.load(std::memory_order_acquire);
         if (!object || slot->gen.load(std::memory_order_relaxed) != gen) [[unlikely]] {
-            leave(*slot);
+            leave(*slot, me);
             invalid(handle, what);
         }
         return object;
     }
-    void leave(Slot& s) noexcept {
-        if (s.entry.exchange(kFree, std::memory_order_release) != kInside) [[unlikely]]
+    // Another thread owns the slot (or nobody yet): become its owner, unless that thread is inside.
+    [[gnu::cold, gnu::noinline]] void take_over(Slot& s, Owner& me, int cell, const char* what) {
+        std::lock_guard<SpinLock> lock(s.taking);
+        Owner* last = s.owner.load(std::memory_order_relaxed);
+        s.owner.store(&me, std::memory_order_relaxed);
+        shm::heavy_fence();  // `last`'s cells are seen now, and it sees that it owns no more
+        if (last && last != &me && last->cell_of(&s) >= 0) {
+            s.owner.store(last, std::memory_order_relaxed);
+            me.inside[cell].store(nullptr, std::memory_order_relaxed);
+            busy(what);
+        }
+    }
+    void leave(Slot& s, Owner& me) noexcept {
+        me.inside[me.cell_of(&s)].store(nullptr, std::memory_order_release);
+        shm::light_fence();  // the Dekker pair with retire()
+        if (s.orphan.load(std::memory_order_relaxed)) [[unlikely]]
             orphaned(s);
     }
     [[gnu::cold, gnu::noinline]] void orphaned(Slot& s) noexcept {
+        if (s.orphan.exchange(0, std::memory_order_acq_rel) != 1) return;  // retire took it
         std::shared_ptr<T> object;
         {
             std::lock_guard<SpinLock> lock(mu_);
@@ -285,6 +324,11 @@ private:
             CCL_ERROR_INVALID_ARGUMENT,
             handle ? std::string(what) + " handle is not valid (destroyed, or not a " + what + ")"
                    : std::string(what) + " handle is NULL");
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] static void too_many(const char* what) {
+        throw Error(CCL_ERROR_INVALID_USAGE, "a group spans more than " +
+                                                 std::to_string(Owner::kCells) + " " + what +
+                                                 "s; end it on fewer");
     }
     [[noreturn, gnu::cold, gnu::noinline]] static void busy(const char* what) {
         throw Error(CCL_ERROR_INVALID_USAGE,

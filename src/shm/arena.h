@@ -201,6 +201,10 @@ public:
     int32_t peer_pid(int r) const { return process(r).pid.load(std::memory_order_acquire); }
     // Whether rank r's process still runs (a later process that took its pid does not count).
     bool peer_alive(int r) const;
+    ProcessId peer_process(int r) const {
+        return {process(r).pid.load(std::memory_order_acquire),
+                process(r).start.load(std::memory_order_relaxed)};
+    }
 
     // Once a wait fails (timeout, dead peer, mismatch) the arena is unusable: peers see it too.
     bool failed() const { return failed_.load(std::memory_order_acquire); }

@@ -151,10 +151,11 @@ Mailbox::~Mailbox() {
         Outbox& out = out_[size_t(peer)];
         if (!failed) {
             forget_received(out, channel(me, peer));
+            const ProcessId heir = arena_.peer_process(peer);  // opens and removes them
             for (const Piece& p : out.unreceived)
-                if (p.gen == out.gen) out.data.disown();
-            for (auto& [seg, head] : out.retired) seg.disown();  // not all received yet
-            if (before(out.seen_tail, out.ring_start)) out.ring_seg.disown();  // its link neither
+                if (p.gen == out.gen) out.data.disown(heir);
+            for (auto& [seg, head] : out.retired) seg.disown(heir);  // not all received yet
+            if (before(out.seen_tail, out.ring_start)) out.ring_seg.disown(heir);  // nor its link
         }
         // Incoming: remove the names of sent messages this rank never received, following the
         // links to further rings.

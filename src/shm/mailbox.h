@@ -56,8 +56,10 @@ public:
     // liveness and failure reporting. Data segments are named `prefix` + ".<from>.<to>.<gen>".
     Mailbox(Segment seg, std::string prefix, Arena& arena);
     // Names of data segments and rings holding messages not yet received stay for the receiver,
-    // which removes them when it receives, or at its own destruction. (A message sent to a rank
-    // that has already destroyed the communicator leaves its segment in /dev/shm.) Once the arena
+    // which removes them when it receives, or at its own destruction; their headers name it as
+    // the heir, so that no scan takes them for stale while it runs. (A message sent to a rank
+    // that has already destroyed the communicator leaves its segment in /dev/shm until a scan
+    // finds both gone.) Once the arena
     // has failed (a dead peer, a timeout, an abort) nobody receives any more: every name this rank
     // created goes, and so does the next data segment of each dead peer, which it may have
     // (and ring) created before it could post it.

@@ -41,6 +41,11 @@ struct Header {
     uint32_t unused;
     uint64_t creator_start;  // ProcessId::start (from version 2)
     uint64_t creator_pidns;  // pid_namespace() (from version 2)
+    // Who else keeps the segment alive once its creator let go of it without removing it (a
+    // sender's unreceived messages: their receiver), 0 if nobody; written by the creator.
+    int32_t heir_pid;
+    uint32_t unused2;
+    uint64_t heir_start;
 };
 static_assert(sizeof(Header) <= Segment::kHeaderBytes);
 static_assert(offsetof(Header, creator_pid) == 40 && offsetof(Header, creator_start) == 48 &&
@@ -201,11 +206,20 @@ void Segment::release() noexcept {
     owner_ = opened_ = false;
 }
 
+void Segment::disown(const ProcessId& heir) {
+    if (base_) {
+        Header* h = static_cast<Header*>(base_);
+        h->heir_start = heir.start;
+        h->heir_pid = heir.pid;
+    }
+    owner_ = false;
+}
+
 namespace {
 
 // Whose a segment found in /dev/shm is (nothing: no ccl header), from the open file.
 struct Found {
-    ProcessId creator;
+    ProcessId creator, heir;
     uint64_t pidns = 0;  // 0: unknown
 };
 std::optional<Found> creator_of(int fd) {
@@ -214,7 +228,7 @@ std::optional<Found> creator_of(int fd) {
         std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.creator_pid <= 0)
         return std::nullopt;
     if (h.version < 2) return Found{{h.creator_pid, 0}, 0};  // the pid only
-    return Found{{h.creator_pid, h.creator_start}, h.creator_pidns};
+    return Found{{h.creator_pid, h.creator_start}, {h.heir_pid, h.heir_start}, h.creator_pidns};
 }
 
 // The pid in a name "ccl-<pid>-...", or 0.
@@ -252,7 +266,9 @@ std::vector<StaleSegment> remove_stale_segments(std::chrono::seconds min_age,
         if (const auto found = creator_of(fd.fd)) {
             if (found->pidns != 0 && pid_namespace() != 0 && found->pidns != pid_namespace())
                 continue;  // its creator is out of sight
-            if (process_alive(found->creator)) continue;
+            if (process_alive(found->creator) ||
+                (found->heir.pid > 0 && process_alive(found->heir)))
+                continue;
             pid = found->creator.pid;
         } else {
             // Its creator died between making the name and writing the header; or it is not ours.

@@ -55,7 +55,9 @@ public:
     // Removes the name now (idempotent), whoever created it; the mapping stays valid.
     void unlink();
     // Leaves the name to another process to remove (see Mailbox).
-    void disown() { owner_ = false; }
+    // Lets go of the name without removing it, for `heir` to open and remove: the segment counts
+    // as in use (remove_stale_segments) while either runs.
+    void disown(const ProcessId& heir);
     // Removes a name this process did not create (its creator's Segment then finds it gone).
     static void remove(const std::string& name);
     void* data() const { return data_; }

@@ -242,7 +242,7 @@ TEST(Segment, StaleSegmentsOfProcessesThatAreGoneAreRemoved) {
 TEST(Segment, AnOpenerRemovesTheNameOfACreatorThatIsGone) {
     const std::string name = unique_name();
     Segment made = Segment::create(name, 4096, kJob);
-    made.disown();  // as if another process had made it
+    made.disown({});  // as if another process had made it
     { Segment opened = Segment::open(name, 4096, kJob); }
     EXPECT_TRUE(exists(name));
     const pid_t gone = exited_child(true);
@@ -250,6 +250,26 @@ TEST(Segment, AnOpenerRemovesTheNameOfACreatorThatIsGone) {
     set_creator(name, gone, 0);
     { Segment opened = Segment::open(name, 4096, kJob); }
     EXPECT_FALSE(exists(name));
+}
+
+// A segment its creator let go of for another process (a sender's unreceived messages, for
+// their receiver) stays while that process runs, though its creator is gone.
+TEST(Segment, AnHeirKeepsASegmentWhoseCreatorIsGone) {
+    const std::string prefix = "ccl-" + std::to_string(getpid()) + "-heir-";
+    const pid_t gone = exited_child(true);
+    ASSERT_GT(gone, 0);
+    Segment kept = Segment::create("/" + prefix + "kept", 4096, kJob);
+    Segment lost = Segment::create("/" + prefix + "lost", 4096, kJob);
+    kept.disown(ccl::shm::this_process());
+    lost.disown({gone, 0});
+    for (const char* n : {"kept", "lost"}) {
+        set_creator("/" + prefix + n, gone, 0);
+        age("/" + prefix + n, 60);
+    }
+    const auto removed = ccl::shm::remove_stale_segments(ccl::shm::kStaleAge, prefix);
+    EXPECT_EQ(removed_names(removed), (std::vector<std::string>{"/" + prefix + "lost"}));
+    EXPECT_TRUE(exists("/" + prefix + "kept"));
+    shm_unlink(("/" + prefix + "kept").c_str());
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #include "transport/libfabric.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 
-#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -19,6 +20,44 @@ struct Loaded {
     std::string error;  // why it could not be loaded; empty when it was
 };
 
+// The dispositions of the signals libinfinipath takes (see the header), put back as they were
+// once the code that may install its handlers (the library's load, a provider's at the first
+// fi_getinfo) has run. Not IPATH_NO_BACKTRACE, which would turn them off: setenv is not safe
+// while other threads may read the environment, and these processes have threads.
+class SignalsKept {
+public:
+    SignalsKept() {
+        for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], nullptr, &saved_[i]);
+    }
+    ~SignalsKept() {
+        for (size_t i = 0; i < kCount; ++i) {
+            struct sigaction now {};
+            if (sigaction(kSignals[i], nullptr, &now) == 0 && !same(now, saved_[i]))
+                sigaction(kSignals[i], &saved_[i], nullptr);
+        }
+    }
+    SignalsKept(const SignalsKept&) = delete;
+    SignalsKept& operator=(const SignalsKept&) = delete;
+
+private:
+    static constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM};
+    static constexpr size_t kCount = sizeof(kSignals) / sizeof(kSignals[0]);
+    static bool same(const struct sigaction& a, const struct sigaction& b) {
+        return a.sa_flags == b.sa_flags &&
+               ((a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == b.sa_sigaction
+                                          : a.sa_handler == b.sa_handler);
+    }
+    struct sigaction saved_[kCount] {};
+};
+
+// The library's fi_getinfo, called with the signals kept.
+decltype(Libfabric::getinfo) raw_getinfo = nullptr;
+int getinfo_keeping_signals(uint32_t version, const char* node, const char* service, uint64_t flags,
+                            const fi_info* hints, fi_info** info) {
+    SignalsKept kept;
+    return raw_getinfo(version, node, service, flags, hints, info);
+}
+
 // `name` at `version`, the version a program built against these headers binds (objdump -T of
 // one linked with -lfabric lists them; tests/fabric/symbol_versions.sh checks this file against
 // the installed headers): an older one would read our structures by an older layout. A library
@@ -34,10 +73,11 @@ bool bind(void* lib, const char* name, const char* version, F& fn, std::string& 
 
 Loaded load() {
     Loaded l;
-    // Before the library's and its providers' constructors run (see the header); a value the
-    // user set stays.
-    setenv("IPATH_NO_BACKTRACE", "1", 0);
-    void* lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    void* lib = nullptr;
+    {
+        SignalsKept kept;  // over the constructors of the library and what it links
+        lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    }
     if (!lib) {
         const char* why = dlerror();
         l.error = std::string("libfabric.so.1 could not be loaded (") + (why ? why : "?") +
@@ -52,6 +92,8 @@ Loaded load() {
         !bind(lib, "fi_fabric", "FABRIC_1.1", a.fabric, e) ||
         !bind(lib, "fi_strerror", "FABRIC_1.0", a.strerror, e))
         return l;
+    raw_getinfo = a.getinfo;  // providers load (and may take signals) at the first fi_getinfo
+    a.getinfo = getinfo_keeping_signals;
     log().debug("libfabric.so.1 loaded");
     return l;
 }

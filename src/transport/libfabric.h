@@ -3,8 +3,8 @@
 // loads it, nor the provider libraries it pulls in: Debian's libfabric brings libpsm_infinipath,
 // whose libinfinipath installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM
 // in its constructor that print a backtrace and exit with code 1 (no core; one rank under torchrun
-// hung in one). Before loading, IPATH_NO_BACKTRACE=1 is set where the user set nothing: with it
-// that constructor installs none.
+// hung in one). The dispositions of those signals are put back as they were after the load and
+// after each fi_getinfo (which loads the providers that come as plugins).
 //
 // Only the library's exported functions are looked up here. Every other fi_* call (fi_domain,
 // fi_tsend, fi_cq_read, fi_close...) is an inline of libfabric's headers that calls through the

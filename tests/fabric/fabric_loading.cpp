@@ -4,11 +4,12 @@
 //                            (libpsm*, libinfinipath) is mapped, before ccl_comm_create nor after
 //                            it and an allreduce (also where libfabric.so.1 cannot be loaded).
 //   fabric_loading multi     ranks on several (fake) nodes: libfabric is mapped only after
-//                            ccl_comm_create, IPATH_NO_BACKTRACE is set (a value of the user's
-//                            kept), the allreduce is right.
+//                            ccl_comm_create, the environment (IPATH_NO_BACKTRACE) is as it
+//                            was, the allreduce is right.
 //   fabric_loading missing   ranks on several nodes where libfabric.so.1 cannot be loaded:
 //                            ccl_comm_create fails with CCL_ERROR_UNSUPPORTED naming it.
-// In every mode a deliberate SIGSEGV (a null write, in a forked child) kills the child by SIGSEGV,
+// In every mode the dispositions of SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM are as
+// they were, and a deliberate SIGSEGV (a null write, in a forked child) kills the child by SIGSEGV,
 // before and after ccl_comm_create: Debian's libinfinipath, when loaded without
 // IPATH_NO_BACKTRACE, catches it, prints a backtrace and exits 1. Exits 0 when every check held.
 #include <signal.h>
@@ -97,6 +98,14 @@ void check_segv_kills(const char* when) {
           std::string(when) + ": a null write kills by SIGSEGV (" + how + ")");
 }
 
+// A signal's handler (SIG_DFL, SIG_IGN or a function), as a pointer.
+void* disposition(int sig) {
+    struct sigaction a {};
+    sigaction(sig, nullptr, &a);
+    return (a.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(a.sa_sigaction)
+                                     : reinterpret_cast<void*>(a.sa_handler);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,6 +118,9 @@ int main(int argc, char** argv) {
     rank = std::atoi(std::getenv("CCL_RANK") ? std::getenv("CCL_RANK") : "-1");
     const char* user_ipath = std::getenv("IPATH_NO_BACKTRACE");
     const std::string user_value = user_ipath ? user_ipath : "";
+    const int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM};
+    std::vector<void*> before;
+    for (int sig : kSignals) before.push_back(disposition(sig));
     check_unmapped("before ccl_comm_create");
     check_segv_kills("before ccl_comm_create");
 
@@ -141,11 +153,16 @@ int main(int argc, char** argv) {
         check_unmapped("after ccl_comm_create and an allreduce");
     } else {
         check(!mapped("libfabric").empty(), "libfabric mapped after ccl_comm_create");
+        // The environment as it was (setenv is not safe beside other threads).
         const char* now = std::getenv("IPATH_NO_BACKTRACE");
-        const std::string want_ipath = user_ipath ? user_value : "1";
-        check(now && now == want_ipath, "IPATH_NO_BACKTRACE=" + std::string(now ? now : "(unset)") +
-                                            " (want " + want_ipath + ")");
+        check((now == nullptr) == (user_ipath == nullptr) && (!now || now == user_value),
+              "IPATH_NO_BACKTRACE=" + std::string(now ? now : "(unset)") + ", was " +
+                  (user_ipath ? user_value : std::string("(unset)")));
     }
+    for (size_t i = 0; i < before.size(); ++i)
+        check(
+            disposition(kSignals[i]) == before[i],
+            "signal " + std::to_string(kSignals[i]) + "'s disposition changed by ccl_comm_create");
     check_segv_kills("after ccl_comm_create");
     check(ccl_comm_destroy(comm) == CCL_SUCCESS, "ccl_comm_destroy");
     return failures ? 1 : 0;

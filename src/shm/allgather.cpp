@@ -13,12 +13,17 @@ namespace ccl::shm {
 
 namespace {
 
+// A rank's part of an allgatherv's rounds: its own block's bytes, with this bit where its counts
+// took it to one eager round (ranks whose counts differ may decide differently: the others'
+// check_count then fails).
+constexpr uint64_t kEagerPart = uint64_t(1) << 63;
+
 // Peer r's own count, as it declared it, against counts[r] (see allgatherv's `given`).
 void check_count(Arena& arena, int r, uint64_t declared, size_t expected, size_t esize) {
     if (declared != expected)
         arena.fail(CCL_ERROR_INVALID_USAGE,
                    "allgatherv counts disagree: " + arena.rank_name(r) + " contributes " +
-                       std::to_string(declared / esize) + " elements, where " +
+                       std::to_string((declared & ~kEagerPart) / esize) + " elements, where " +
                        arena.rank_name(arena.rank()) + " expects " +
                        std::to_string(expected / esize) + " (its recvcounts)");
 }
@@ -58,8 +63,8 @@ Task allgatherv(Arena& arena, Signature sig, const void* send, void* recv,
     char* out = static_cast<char*>(recv);
     const char* mine = static_cast<const char*>(send);
     const size_t my_bytes = offset[size_t(me) + 1] - offset[size_t(me)];
-    if (largest > 0 && (given ? offset.back() : largest) <= Arena::kEagerBytes) {  // as _eager
-        arena.begin_round(sig, largest);
+    if (largest > 0 && largest <= Arena::kEagerBytes) {  // as allgatherv_eager
+        arena.begin_round(sig, largest, my_bytes | kEagerPart);
         co_await arena.buffer_free();
         arena.publish_eager(send, my_bytes);
         arena.prefetch_eager();
@@ -139,7 +144,7 @@ Task allgatherv_cma(Arena& arena, Signature sig, const void* send, void* recv,
     auto write_peers = [&] {
         for (int i = 1; i < n && mine > 0; ++i) {  // from the next rank on
             const int r = (me + i) % n;
-            cma_write(arena.peer_pid(r), peer_recv(arena, r, at, mine), send, mine);
+            cma_write(arena.peer_process(r), peer_recv(arena, r, at, mine), send, mine);
         }
     };
     if (beside)

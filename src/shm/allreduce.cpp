@@ -186,7 +186,7 @@ void read_peer_parts(Arena& arena, const void* mine, size_t at, size_t len, char
     for (int i = 1; i < n; ++i) {
         const int r = (me + i) % n;
         char* into = scratch + size_t(i - 1) * piece;
-        cma_read(arena.peer_pid(r), into, peer_send(arena, r, at, len), len);
+        cma_read(arena.peer_process(r), into, peer_send(arena, r, at, len), len);
         srcs[size_t(r)] = into;
     }
     srcs[size_t(me)] = static_cast<const char*>(mine) + at;
@@ -227,7 +227,7 @@ Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, si
         const int r = (me + i) % n;
         const auto [b, e] = slice(count, esize, r, n);
         if (e > b)
-            cma_read(arena.peer_pid(r), out + b * esize,
+            cma_read(arena.peer_process(r), out + b * esize,
                      within(arena, r, theirs[size_t(r)].recv, theirs[size_t(r)].recv_bytes,
                             b * esize, (e - b) * esize, "receive"),
                      (e - b) * esize);

@@ -284,7 +284,7 @@ Task alltoallv(Arena& arena, Signature sig, const void* send, const size_t* send
         if (inlines(eager, rec.bytes(un), to_peers, largest_of[r], first.piece)) {
             std::memcpy(out + rdispl[r], rec.p + rec.bytes(un) + before, bytes);
         } else if (direct) {
-            reads[nreads++] = {arena.peer_pid(int(r)), out + rdispl[r], rec.head().base + at,
+            reads[nreads++] = {arena.peer_process(int(r)), out + rdispl[r], rec.head().base + at,
                                bytes};
         } else {
             std::memcpy(out + rdispl[r], first.at(arena.peer_buffer(int(r)), r, ume),

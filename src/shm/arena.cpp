@@ -181,6 +181,9 @@ void Arena::check_signature(int r, uint32_t seen) {
 }
 
 void Arena::check_whole_signature(int r) {
+    // No entry to compare only when r began round e + kSigs: it finished round e + kLanes before,
+    // whose buffers are free only once every rank, this one included, is done with round e. So
+    // nothing of this round is left to go wrong.
     Signature theirs;
     if (peer_signature(r, &theirs) && !(theirs == signature_)) fail_mismatch(r);
 }

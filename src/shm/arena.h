@@ -19,13 +19,12 @@
 //
 // A round whose data fits kEagerBytes (a small broadcast, reduce or allreduce) may instead publish
 // it in an eager slot: the round, its size and the signature's tag, then the data, in up to six
-// cache lines that
-// the readers wait on, so that the data crosses between the cores with the news of it (one cache
-// miss where the flag and then the lane cost two: the first line carries the round and 48 bytes,
-// and a reader pulls the slot's further lines while it polls the first, so their misses overlap).
-// Eager slots are used like the lanes (slot e % kLanes);
-// every rank still publishes its flag (done) at the end of the round, and earlier if a wait drags
-// on (see EagerWatch), for a peer that disagrees on the collective and waits on it.
+// cache lines that the readers wait on, so that the data crosses between the cores with the news
+// of it (one cache miss where the flag and then the lane cost two: the first line carries the
+// round and 48 bytes, and a reader pulls the slot's further lines while it polls the first, so
+// their misses overlap). Eager slots are used like the lanes (slot e % kLanes); every rank still
+// publishes its flag (done) at the end of the round, and earlier if a wait drags on (see
+// EagerWatch), for a peer that disagrees on the collective and waits on it.
 //
 // Algorithms are coroutines (core/task.h): they co_await the waiters below, which a blocking call
 // resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
@@ -129,13 +128,15 @@ public:
         lane_round_ = bytes <= kLaneBytes;
         round_bytes_ = bytes;
         was_ready_ = false;
+        // Release: after everything this rank published in earlier rounds, as a peer that finds
+        // no later publish takes the entries for this round's (check_signature); peers read them
+        // after this round's first publish, which orders them before it.
         Flag& f = flag(rank_);
-        f.near[round_ % kNearSigs].store(signature.tag(), std::memory_order_relaxed);
+        f.near[round_ % kNearSigs].store(signature.tag(), std::memory_order_release);
         SigEntry& e = f.sig[round_ % kSigs];
-        e.what.store(signature.what(), std::memory_order_relaxed);
-        e.count.store(signature.count(), std::memory_order_relaxed);
-        e.part.store(part, std::memory_order_relaxed);
-        // Peers read these after this round's first publish (release), which orders them.
+        e.what.store(signature.what(), std::memory_order_release);
+        e.count.store(signature.count(), std::memory_order_release);
+        e.part.store(part, std::memory_order_release);
     }
     // Peer r's `part` of the current round, once it published something in it (a flag or eager
     // data this rank waited for).
@@ -261,7 +262,7 @@ private:
     // round e always finds a peer's entry for e; the last kNearSigs tags also beside the flag, in
     // its cache line, which a peer reads anyway.
     static constexpr int kSigs = kLanes + 1, kNearSigs = 7;
-    struct SigEntry {
+    struct alignas(32) SigEntry {  // never across two lines
         std::atomic<uint64_t> what, count, part;
     };
     // Whole cache-line pairs per rank, so that a rank's stores never disturb another rank's flag.

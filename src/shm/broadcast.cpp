@@ -63,10 +63,10 @@ Task broadcast_cma(Arena& arena, Signature sig, void* buf, size_t bytes, int roo
     co_await arena.all_ready();
     const size_t half = bytes / 2 / 64 * 64;
     if (me == root)
-        cma_write(arena.peer_pid(peer), peer_recv(arena, peer, half, bytes - half),
+        cma_write(arena.peer_process(peer), peer_recv(arena, peer, half, bytes - half),
                   static_cast<char*>(buf) + half, bytes - half);
     else
-        cma_read(arena.peer_pid(peer), buf, peer_send(arena, peer, 0, half), half);
+        cma_read(arena.peer_process(peer), buf, peer_send(arena, peer, 0, half), half);
     arena.done();
     co_await arena.all_done();  // until then the peer copies from or into this rank's buffer
 }

@@ -31,13 +31,13 @@ using Transfer = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, u
                              unsigned long);
 
 // The kernel may copy less than asked (at most about 1 GiB per call, or up to a bad page): loop.
-void transfer_one(Transfer fn, const char* what, pid_t pid, void* local, void* remote,
+void transfer_one(Transfer fn, const char* what, const ProcessId& pid, void* local, void* remote,
                   size_t bytes) {
     size_t done = 0;
     while (done < bytes) {
         iovec l{static_cast<char*>(local) + done, bytes - done};
         iovec r{static_cast<char*>(remote) + done, bytes - done};
-        ssize_t n = fn(pid, &l, 1, &r, 1, 0);
+        ssize_t n = fn(pid.pid, &l, 1, &r, 1, 0);
         if (n > 0) {
             done += size_t(n);
             continue;
@@ -53,7 +53,7 @@ void transfer_one(Transfer fn, const char* what, pid_t pid, void* local, void* r
         }
         throw Error(dead ? CCL_ERROR_PEER_FAILURE : CCL_ERROR_SYSTEM,
                     std::string(what) + " of " + std::to_string(bytes) + " bytes with pid " +
-                        std::to_string(pid) + " failed: " + std::strerror(err) +
+                        std::to_string(pid.pid) + " failed: " + std::strerror(err) +
                         (dead ? " (that rank died)" : ""));
     }
 }
@@ -188,7 +188,8 @@ int threads_of(const Slicer* s) {
 // Cuts a transfer of at least two slices' bytes at the remote side's multiples of the slice,
 // into as many parts of whole slices as there are threads; one of one slice or more in two
 // halves, at the page boundary below the middle (where that is inside).
-void transfer(Transfer fn, const char* what, pid_t pid, void* local, void* remote, size_t bytes) {
+void transfer(Transfer fn, const char* what, const ProcessId& pid, void* local, void* remote,
+              size_t bytes) {
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
     Slicer* s = bytes < slice ? nullptr : slicer.load(std::memory_order_acquire);
     const size_t threads = size_t(threads_of(s));  // no getpid() for the small ones
@@ -226,7 +227,7 @@ void cma_parallel(int threads, size_t slice, std::chrono::microseconds poll) {
     slicer.store(new Slicer(threads - 1), std::memory_order_release);
 }
 
-void cma_read(pid_t pid, void* local, const void* remote, size_t bytes) {
+void cma_read(const ProcessId& pid, void* local, const void* remote, size_t bytes) {
     transfer(::process_vm_readv, "process_vm_readv", pid, local, const_cast<void*>(remote), bytes);
 }
 
@@ -268,7 +269,7 @@ void cma_beside(const std::function<void()>& first, const std::function<void()>&
     s->run(2, [&](size_t p) { p == 0 ? first() : second(); });
 }
 
-void cma_write(pid_t pid, void* remote, const void* local, size_t bytes) {
+void cma_write(const ProcessId& pid, void* remote, const void* local, size_t bytes) {
     transfer(::process_vm_writev, "process_vm_writev", pid, const_cast<void*>(local), remote,
              bytes);
 }

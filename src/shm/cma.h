@@ -13,16 +13,19 @@
 #include <functional>
 
 #include "core/task.h"
+#include "shm/wait.h"
 
 namespace ccl::shm {
 
 class Arena;
 class Signature;
 
-// Copies `bytes` from `remote` in process `pid` to `local`. Throws ccl::Error on failure.
-void cma_read(pid_t pid, void* local, const void* remote, size_t bytes);
+// Copies `bytes` from `remote` in process `pid` to `local`. Throws ccl::Error on failure
+// (CCL_ERROR_PEER_FAILURE where the process is gone: its start time tells a later one with its
+// pid).
+void cma_read(const ProcessId& pid, void* local, const void* remote, size_t bytes);
 // Copies `bytes` from `local` to `remote` in process `pid`. Throws ccl::Error on failure.
-void cma_write(pid_t pid, void* remote, const void* local, size_t bytes);
+void cma_write(const ProcessId& pid, void* remote, const void* local, size_t bytes);
 // Large transfers in slices that several threads of this process copy at once. The kernel pins
 // and copies every page on the thread that asks, so one transfer runs at one core's copy speed
 // (about 8 GB/s on the Xeon host). Threads on pages under different page tables scale, where on
@@ -50,7 +53,7 @@ int cma_threads();
 // 3.6-7.2). Not for allgathers, whose every block all peers read at once: no faster there.
 // Otherwise one after another, in the order given (cma_read: large blocks cut).
 struct CmaRead {
-    pid_t pid;
+    ProcessId pid;
     void* local;
     const void* remote;
     size_t bytes;

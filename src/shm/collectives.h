@@ -126,8 +126,8 @@ void barrier_now(Arena& arena, Signature sig);
 // every rank copies up to a buffer of its block in and every peer's piece out; where the largest
 // block fits an eager slot, one eager round (each rank's block crosses with the news of it).
 // `given`: the counts came with the call (an allgatherv; else all are the signature's count):
-// every rank then checks each peer's own count against its counts in the first round, and goes
-// eager only where all blocks together fit a slot, which every rank decides alike.
+// every rank then checks each peer's own count (and its choice of an eager round, which follows
+// from the counts) against its own counts in the first round.
 Task allgatherv(Arena& arena, Signature sig, const void* send, void* recv,
                 const std::vector<size_t>& counts, ccl_datatype_t dtype, bool given);
 

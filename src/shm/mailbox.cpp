@@ -403,7 +403,7 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
             ch.awaiting_offer.store(0, std::memory_order_relaxed);
         }
         if (direct) {
-            cma_write(arena_.peer_pid(peer),
+            cma_write(arena_.peer_process(peer),
                       reinterpret_cast<void*>(ch.posted_addr.load(std::memory_order_relaxed)), buf,
                       bytes);
             offset = kWritten;

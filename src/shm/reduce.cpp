@@ -147,7 +147,7 @@ Task reduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_
             reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
         } else {
             reduce(result, srcs.data(), n, len / esize, dtype, op, n);
-            cma_write(arena.peer_pid(root), peer_recv(arena, root, at, len), result, len);
+            cma_write(arena.peer_process(root), peer_recv(arena, root, at, len), result, len);
         }
     }
     arena.done();

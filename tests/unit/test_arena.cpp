@@ -272,14 +272,21 @@ TEST(Arena, SingleCopyNeverWritesPastADeclaredBuffer) {
 
 TEST(Arena, AllgathervCountsAreCheckedExactly) {
     // Same total, counts split otherwise: the signature agrees, each rank's own count does not.
-    for (bool large : {false, true}) {
+    // Small blocks in one eager round, large ones through the buffers, and counts that take one
+    // rank eager and the other not.
+    struct Case {
+        const char* what;
+        std::vector<size_t> counts[2];
+    };
+    const Case cases[] = {{"eager", {{32, 32}, {16, 48}}},
+                          {"through the buffers", {{4096, 4096}, {2048, 6144}}},
+                          {"eager on one rank only", {{50, 50}, {2, 98}}}};
+    for (const Case& c : cases) {
         auto arenas = make_arenas(2, 4096, 10);
-        const size_t total = large ? 8192 : 64;
+        const size_t total = c.counts[0][0] + c.counts[0][1];
         std::atomic<int> usage_errors{0};
         on_every_rank(2, [&](int r) {
-            const std::vector<size_t> counts =
-                r == 0 ? std::vector<size_t>{total / 2, total / 2}
-                       : std::vector<size_t>{total / 4, total - total / 4};
+            const std::vector<size_t>& counts = c.counts[r];
             std::vector<int32_t> mine(counts[size_t(r)], r + 1), out(total, 0);
             try {
                 ccl::shm::allgatherv(*arenas[size_t(r)], Sig(8, total), mine.data(), out.data(),
@@ -289,7 +296,7 @@ TEST(Arena, AllgathervCountsAreCheckedExactly) {
                 if (e.code() == CCL_ERROR_INVALID_USAGE) ++usage_errors;
             }
         });
-        EXPECT_EQ(usage_errors.load(), 2) << (large ? "through the buffers" : "eager");
+        EXPECT_EQ(usage_errors.load(), 2) << c.what;
     }
 }
 

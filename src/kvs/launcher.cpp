@@ -424,21 +424,21 @@ std::optional<int> tasks_on_node(const std::string& list, int node) {
     int first = 0;  // first node of the current item
     while (pos < list.size()) {
         size_t comma = list.find(',', pos);
-        std::string item = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
-        char* end = nullptr;
-        errno = 0;
-        long count = std::strtol(item.c_str(), &end, 10);
-        if (end == item.c_str() || errno != 0 || count < 1 || count > INT_MAX) return std::nullopt;
+        const std::string_view item =
+            std::string_view(list).substr(pos, comma == std::string::npos ? comma : comma - pos);
+        // Strictly digits (core/number.h), as everywhere: "N", or "N(xR)".
+        const size_t paren = item.find('(');
+        const std::optional<uint64_t> n = parse_decimal(item.substr(0, paren));
+        if (!n || *n < 1 || *n > INT_MAX) return std::nullopt;
+        const long count = long(*n);
         long repeat = 1;
-        if (*end == '(') {
-            if (end[1] != 'x') return std::nullopt;
-            char* rend = nullptr;
-            errno = 0;
-            repeat = std::strtol(end + 2, &rend, 10);
-            if (rend == end + 2 || errno != 0 || repeat < 1 || rend[0] != ')' || rend[1] != '\0')
+        if (paren != std::string_view::npos) {
+            if (item.size() < paren + 4 || item.substr(paren, 2) != "(x" || item.back() != ')')
                 return std::nullopt;
-        } else if (*end != '\0') {
-            return std::nullopt;
+            const std::optional<uint64_t> r =
+                parse_decimal(item.substr(paren + 2, item.size() - paren - 3));
+            if (!r || *r < 1 || *r > INT_MAX) return std::nullopt;
+            repeat = long(*r);
         }
         if (node < first + repeat) return int(count);
         first += int(std::min<long>(repeat, INT_MAX - first));

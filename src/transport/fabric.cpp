@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/hex.h"
 #include "core/log.h"
+#include "core/number.h"
 #include "transport/libfabric.h"
 
 namespace ccl::transport {
@@ -155,7 +156,8 @@ void set_provider_defaults(const std::string& wanted) {
 size_t rxm_eager_max(const std::string& provider) {
     if (provider.find("ofi_rxm") == std::string::npos) return 0;
     const char* env = std::getenv("FI_OFI_RXM_BUFFER_SIZE");
-    const size_t buffer = env ? std::strtoull(env, nullptr, 10) : 16448;  // libfabric's default
+    const std::optional<uint64_t> given = env ? parse_decimal(env) : std::nullopt;
+    const size_t buffer = given ? size_t(*given) : 16448;  // libfabric's default
     return buffer > 8192 ? (buffer - 1024) / 4096 * 4096 : 0;
 }
 

@@ -158,6 +158,17 @@ else
     fail "--timeout" "rc=$rc after ${t}s" "stderr: $(cat "$TMP/err")"
 fi
 
+# --timeout is read strictly, as CCL_TIMEOUT is: no hex, sign, space or exponent.
+for bad in 0x10 +3 " 5" 1e3 -1 0; do
+    if "$CCLRUN" -n 1 --timeout "$bad" -- true 2>"$TMP/err"; then
+        fail "--timeout '$bad'" "accepted" ""
+    elif grep -q -- "--timeout wants" "$TMP/err"; then
+        ok "--timeout '$bad' refused"
+    else
+        fail "--timeout '$bad'" "refused without saying why" "stderr: $(cat "$TMP/err")"
+    fi
+done
+
 # SIGINT to cclrun: ranks stopped, exit 130, nothing left running.
 "$CCLRUN" -n 3 -- sh -c 'echo $$ >>'"$TMP/pids"'; exec sleep 60' 2>"$TMP/err" &
 cpid=$!

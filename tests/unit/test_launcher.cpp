@@ -389,7 +389,8 @@ TEST(Launcher, SlurmTasksPerNode) {
     EXPECT_EQ(tasks_on_node("2(x3),1", 3), 1);
     EXPECT_EQ(tasks_on_node("2(x3),1", 4), std::nullopt);
     EXPECT_EQ(tasks_on_node("1,5,2", 1), 5);
-    for (const char* bad : {"", "x", "2(3)", "2(x)", "2(x3", "2(x3)z", "0", "-1", "2(x0)"})
+    for (const char* bad : {"", "x", "2(3)", "2(x)", "2(x3", "2(x3)z", "0", "-1", "2(x0)", " 2",
+                            "+2", "0x2", "2(x 3)", "2(x+3)"})
         EXPECT_EQ(tasks_on_node(bad, 0), std::nullopt) << bad;
     EXPECT_EQ(tasks_on_node("2,,3", 1), std::nullopt);
 }

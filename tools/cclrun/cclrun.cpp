@@ -45,6 +45,7 @@
 #include "core/binding.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/number.h"
 #include "culprit.h"
 #include "hosts.h"
 #include "job_spec.h"
@@ -135,13 +136,14 @@ int parse_count(const std::string& text, const std::string& opt, const std::stri
 }
 
 double parse_timeout(const std::string& text) {
-    char* end = nullptr;
-    errno = 0;
-    double s = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(s) || s <= 0) {
-        throw BadUsage("--timeout wants a positive number of seconds, not '" + text + "'");
-    }
-    return s;
+    // Read as CCL_TIMEOUT is (core/number.h): digits and one decimal point, nothing else.
+    const std::optional<double> s = ccl::parse_decimal_fraction(text);
+    if (!s || !std::isfinite(*s) || *s <= 0)
+        throw BadUsage(
+            "--timeout wants a positive number of seconds (digits, one decimal point), "
+            "not '" +
+            text + "'");
+    return *s;
 }
 
 // Returns nullopt for --help.

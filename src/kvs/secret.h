@@ -16,7 +16,9 @@
 //     cannot make the proof the client checks first;
 //   - neither side can be used to compute the other's proof (the labels differ).
 // Both sides then derive per-connection keys for each direction that authenticate every later
-// frame (protocol::FrameMac): nothing of one connection can be replayed into another.
+// frame (protocol::FrameMac): nothing of one connection can be replayed into another. Frames are
+// authenticated, not encrypted: a process that relays a connection to the real server can read
+// them, not change them (docs/reliability.md).
 #pragma once
 
 #include <netinet/in.h>

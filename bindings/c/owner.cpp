@@ -1,6 +1,8 @@
 // Threads as owners of handle-table slots (api.h: Entries).
 #include "api.h"
 
+#include "core/immortal.h"
+
 namespace ccl::capi {
 
 namespace {
@@ -36,7 +38,7 @@ Owner& this_thread_owner() noexcept {
             pool = pool->next_free;
         }
     }
-    if (!this_thread) this_thread = new Owner;
+    if (!this_thread) this_thread = &immortal<Owner>();
     (void)&hand_on;  // constructs it for this thread, so that its destructor runs
     return *this_thread;
 }

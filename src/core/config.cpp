@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/immortal.h"
 #include "core/number.h"
 
 namespace ccl {
@@ -204,7 +205,7 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
 const Config& config() {
     static std::mutex mu;
     // Never destroyed: calls made while the process exits read it too.
-    static std::optional<Config>& parsed = *new std::optional<Config>;
+    static std::optional<Config>& parsed = immortal<std::optional<Config>>();
     std::lock_guard<std::mutex> lock(mu);
     if (!parsed) parsed = parse_config([](const char* n) -> const char* { return std::getenv(n); });
     return *parsed;

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/immortal.h"
 
 namespace ccl {
 
@@ -29,7 +30,8 @@ spdlog::logger& sink() {
     // Never destroyed: communicators the application left open are destroyed by exit handlers,
     // possibly after this function's statics would be, and they may still log.
     static spdlog::logger* logger = [] {
-        auto* l = new spdlog::logger("ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+        auto* l =
+            &immortal<spdlog::logger>("ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
         l->set_pattern("[ccl %L %P] %v");
         l->set_level(spdlog::level::trace);  // Logger::enabled has already filtered
         return l;

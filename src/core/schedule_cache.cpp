@@ -2,6 +2,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/immortal.h"
 
 namespace ccl {
 
@@ -55,7 +56,7 @@ size_t ScheduleCache::size() const {
 ScheduleCache& schedule_cache() {
     // Never destroyed: a communicator may be destroyed while the process exits (an atexit
     // handler, a static's destructor), after this function's static would be.
-    static ScheduleCache& cache = *new ScheduleCache(config().cache_size);
+    static ScheduleCache& cache = immortal<ScheduleCache>(config().cache_size);
     return cache;
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/config.h"
+#include "core/immortal.h"
 #include "core/log.h"
 #include "shm/wait.h"
 
@@ -150,9 +151,9 @@ WorkerPool& workers() {
     // Never destroyed: communicators destroyed while the process exits (an atexit handler, a
     // static's destructor) may still have work queued, which the workers finish; they run until
     // the process ends.
-    static WorkerPool& pool =
-        *new WorkerPool(config().worker_count, config().worker_cpus, config().local_rank,
-                        config().local_size * (1 + config().worker_count) > shm::usable_cpus());
+    static WorkerPool& pool = immortal<WorkerPool>(
+        config().worker_count, config().worker_cpus, config().local_rank,
+        config().local_size * (1 + config().worker_count) > shm::usable_cpus());
     return pool;
 }
 

@@ -118,6 +118,12 @@ ProcessId this_process() {
 
 bool process_alive(int pid) { return process_alive(ProcessId{pid, 0}); }
 
+char process_state(int pid) {
+    bool unreadable = false;
+    const auto st = pid > 0 ? read_stat(pid, &unreadable) : std::nullopt;
+    return st ? st->state : '?';
+}
+
 bool process_alive(const ProcessId& p) {
     if (p.pid <= 0) return false;
     bool unreadable = false;

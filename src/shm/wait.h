@@ -69,6 +69,8 @@ ProcessId this_process();
 // process hidden from this one), it counts as running.
 bool process_alive(const ProcessId& p);
 bool process_alive(int pid);  // by the pid alone
+// The state letter of /proc/<pid>/stat (R, S, D, T, t, Z, ...), or '?' where it cannot be read.
+char process_state(int pid);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

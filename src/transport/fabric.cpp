@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/hex.h"
+#include "core/immortal.h"
 #include "core/log.h"
 #include "core/number.h"
 #include "transport/libfabric.h"
@@ -295,8 +296,8 @@ std::string Fabric::probe() {
 
 std::shared_ptr<Endpoint> Endpoint::shared(int ranks) {
     // Never destroyed: a communicator may be destroyed by an exit handler after statics are.
-    static auto* mu = new std::mutex;
-    static auto* current = new std::weak_ptr<Endpoint>;
+    static auto* mu = &immortal<std::mutex>();
+    static auto* current = &immortal<std::weak_ptr<Endpoint>>();
     std::lock_guard<std::mutex> lock(*mu);
     std::shared_ptr<Endpoint> e = current->lock();
     if (!e) {

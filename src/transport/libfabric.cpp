@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/immortal.h"
 #include "core/log.h"
 
 namespace ccl::transport {
@@ -102,7 +103,7 @@ Loaded load() {
 
 const Libfabric& libfabric() {
     // Never freed: a communicator may be destroyed by an exit handler after statics are.
-    static const Loaded& loaded = *new Loaded(load());
+    static const Loaded& loaded = immortal<Loaded>(load());
     if (!loaded.error.empty()) throw Error(CCL_ERROR_UNSUPPORTED, loaded.error);
     return loaded.api;
 }

@@ -1,8 +1,8 @@
 #include "culprit.h"
 
 #include <cctype>
-#include <fstream>
-#include <iterator>
+
+#include "shm/wait.h"
 
 namespace cclrun {
 namespace {
@@ -55,12 +55,7 @@ std::optional<NamedRank> rank_named_in(std::string_view text, int own) {
 }
 
 bool is_stopped(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    // "pid (comm) S ...": comm may hold anything, ')' included; the state follows the last ')'.
-    size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-    char state = stat[paren + 2];
+    const char state = ccl::shm::process_state(pid);
     return state == 'T' || state == 't';
 }
 

@@ -96,16 +96,23 @@ void drop(std::shared_ptr<T>) noexcept {}
 // after the thread is gone): a thread's is handed on to a later thread.
 struct Owner {
     static constexpr int kCells = 64;
-    std::atomic<const void*> inside[kCells] = {};
+    std::atomic<const void*> inside[kCells] = {};  // the first `used` may be in use
+    int used = 0;                                  // the thread's own
     Owner* next_free = nullptr;
-    // The cell that holds `slot`, or -1.
-    int cell_of(const void* slot) const {
+    // Whether it is inside `slot` (any thread may ask).
+    bool is_inside(const void* slot) const {
         for (int i = 0; i < kCells; ++i)
-            if (inside[i].load(std::memory_order_relaxed) == slot) return i;
-        return -1;
+            if (inside[i].load(std::memory_order_relaxed) == slot) return true;
+        return false;
     }
 };
-Owner& this_thread_owner() noexcept;
+// This thread's (made or handed on at its first call).
+extern constinit thread_local Owner* g_this_thread_owner;  // constinit: no TLS wrapper
+Owner& adopt_owner() noexcept;
+inline Owner& this_thread_owner() noexcept {
+    Owner* o = g_this_thread_owner;
+    return o ? *o : adopt_owner();
+}
 
 template <class T, uintptr_t Tag, void (*Release)(std::shared_ptr<T>) noexcept = drop<T>>
 class HandleTable {
@@ -170,11 +177,11 @@ public:
     public:
         // Refused with CCL_ERROR_INVALID_ARGUMENT for a handle that is not valid, and with
         // CCL_ERROR_INVALID_USAGE while another thread's call is inside.
-        Entry(HandleTable& table, const void* handle, const char* what)
+        [[gnu::always_inline]] Entry(HandleTable& table, const void* handle, const char* what)
             : table_(table),
               owner_(this_thread_owner()),
-              object_(table.take(handle, what, owner_, slot_)) {}
-        ~Entry() { table_.leave(*slot_, owner_); }
+              object_(table.take(handle, what, owner_, slot_, cell_)) {}
+        [[gnu::always_inline]] ~Entry() { table_.leave(*slot_, owner_, cell_); }
         Entry(const Entry&) = delete;
         Entry& operator=(const Entry&) = delete;
         T& operator*() const { return *object_; }
@@ -184,9 +191,12 @@ public:
         HandleTable& table_;
         Owner& owner_;
         Slot* slot_ = nullptr;
+        int cell_ = 0;  // of owner_'s
         T* object_;
     };
-    Entry enter(const void* handle, const char* what) { return Entry(*this, handle, what); }
+    [[gnu::always_inline]] Entry enter(const void* handle, const char* what) {
+        return Entry(*this, handle, what);
+    }
 
     // Removes the handle at once. Returns the object for the caller to release, or null when a
     // call is inside it on another thread: that call releases it (Release) when it leaves.
@@ -197,7 +207,7 @@ public:
         invalidate(s);  // no call enters it from now on
         s.orphan.store(1, std::memory_order_relaxed);
         shm::heavy_fence();  // the Dekker pair with leave(): see Entries above
-        if (const Owner* o = s.owner.load(std::memory_order_relaxed); o && o->cell_of(&s) >= 0)
+        if (const Owner* o = s.owner.load(std::memory_order_relaxed); o && o->is_inside(&s))
             return nullptr;  // the call inside, or just leaving, takes it (leave)
         // Out already; unless its leave saw the orphan first and took it.
         if (s.orphan.exchange(0, std::memory_order_acq_rel) != 1) return nullptr;
@@ -256,15 +266,16 @@ private:
     }
     Slot& slot(const void* handle) { return at((decode(handle) & kGenMask) >> 4); }  // valid
 
-    // Enters a valid handle's slot as `me`; returns its object.
-    T* take(const void* handle, const char* what, Owner& me, Slot*& slot) {
-        const uintptr_t raw = decode(handle), gen = raw >> kGenShift;
+    // Enters a valid handle's slot as `me` (in `me`'s cell `cell`); returns its object.
+    [[gnu::always_inline]] T* take(const void* handle, const char* what, Owner& me, Slot*& slot,
+                                   int& cell) {
+        const uintptr_t raw = decode(handle);
         slot = slot_of(raw);
-        if (!slot || slot->gen.load(std::memory_order_relaxed) != gen) [[unlikely]]
+        if (!slot || slot->gen.load(std::memory_order_relaxed) != raw >> kGenShift) [[unlikely]]
             invalid(handle, what);
-        const int cell = me.cell_of(nullptr);
-        if (cell < 0) [[unlikely]]
+        if (me.used == Owner::kCells) [[unlikely]]
             too_many(what);
+        cell = me.used++;
         me.inside[cell].store(slot, std::memory_order_relaxed);
         shm::light_fence();  // the Dekker pair with take_over() and retire()
         if (slot->owner.load(std::memory_order_relaxed) != &me) [[unlikely]]
@@ -273,8 +284,8 @@ private:
         // object). Then out again, by a leave that releases the object of a newer handle of the
         // slot if that was retired meanwhile.
         T* object = slot->live.load(std::memory_order_acquire);
-        if (!object || slot->gen.load(std::memory_order_relaxed) != gen) [[unlikely]] {
-            leave(*slot, me);
+        if (!object || slot->gen.load(std::memory_order_relaxed) != raw >> kGenShift) [[unlikely]] {
+            leave(*slot, me, cell);
             invalid(handle, what);
         }
         return object;
@@ -285,17 +296,24 @@ private:
         Owner* last = s.owner.load(std::memory_order_relaxed);
         s.owner.store(&me, std::memory_order_relaxed);
         shm::heavy_fence();  // `last`'s cells are seen now, and it sees that it owns no more
-        if (last && last != &me && last->cell_of(&s) >= 0) {
+        if (last && last != &me && last->is_inside(&s)) {
             s.owner.store(last, std::memory_order_relaxed);
-            me.inside[cell].store(nullptr, std::memory_order_relaxed);
+            out_of(me, cell);
             busy(what);
         }
     }
-    void leave(Slot& s, Owner& me) noexcept {
-        me.inside[me.cell_of(&s)].store(nullptr, std::memory_order_release);
+    [[gnu::always_inline]] void leave(Slot& s, Owner& me, int cell) noexcept {
+        out_of(me, cell);
         shm::light_fence();  // the Dekker pair with retire()
         if (s.orphan.load(std::memory_order_relaxed)) [[unlikely]]
             orphaned(s);
+    }
+    // Frees `me`'s cell; cells in use stay below `used` (a group's entries may leave in any order).
+    static void out_of(Owner& me, int cell) noexcept {
+        me.inside[cell].store(nullptr, std::memory_order_release);
+        if (cell + 1 != me.used) return;  // a group's, left before a later one
+        do --me.used;
+        while (me.used > 0 && !me.inside[me.used - 1].load(std::memory_order_relaxed));
     }
     [[gnu::cold, gnu::noinline]] void orphaned(Slot& s) noexcept {
         if (s.orphan.exchange(0, std::memory_order_acq_rel) != 1) return;  // retire took it

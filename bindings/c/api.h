@@ -207,6 +207,7 @@ public:
         invalidate(s);  // no call enters it from now on
         s.orphan.store(1, std::memory_order_relaxed);
         shm::heavy_fence();  // the Dekker pair with leave(): see Entries above
+        (void)s.left.load(std::memory_order_acquire);
         if (const Owner* o = s.owner.load(std::memory_order_relaxed); o && o->is_inside(&s))
             return nullptr;  // the call inside, or just leaving, takes it (leave)
         // Out already; unless its leave saw the orphan first and took it.
@@ -237,6 +238,10 @@ private:
         std::atomic<uintptr_t> gen{1};       // changed only while free (or retired), never 0
         std::atomic<Owner*> owner{nullptr};  // enters with plain stores (Entries above)
         std::atomic<uint32_t> orphan{0};     // 1: retired with a call inside, not yet released
+        // Stored (release) by every leave, loaded (acquire) by whoever takes the slot over or
+        // retires it: what the last call inside did happens before what they do, in the memory
+        // model's terms too (the heavy fence orders it on the machine, not for the sanitizers).
+        std::atomic<uint32_t> left{0};
         SpinLock taking;                     // changes of owner
         uintptr_t index = 0;                 // its own
         uintptr_t next_free = kNone;         // mu_ held
@@ -296,6 +301,7 @@ private:
         Owner* last = s.owner.load(std::memory_order_relaxed);
         s.owner.store(&me, std::memory_order_relaxed);
         shm::heavy_fence();  // `last`'s cells are seen now, and it sees that it owns no more
+        (void)s.left.load(std::memory_order_acquire);
         if (last && last != &me && last->is_inside(&s)) {
             s.owner.store(last, std::memory_order_relaxed);
             out_of(me, cell);
@@ -303,6 +309,7 @@ private:
         }
     }
     [[gnu::always_inline]] void leave(Slot& s, Owner& me, int cell) noexcept {
+        s.left.store(1, std::memory_order_release);
         out_of(me, cell);
         shm::light_fence();  // the Dekker pair with retire()
         if (s.orphan.load(std::memory_order_relaxed)) [[unlikely]]

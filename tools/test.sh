@@ -3,7 +3,7 @@
 # tests under ASan+UBSan, then the threaded tests (KVS, arena, cache, workers, requests, groups,
 # threads, large single-copy transfers in slices, split communicators, point to point over shared
 # memory and over libfabric (whose progress thread runs beside the caller's), the PMI and
-# rendezvous clients, abort) under TSan.
+# rendezvous clients, abort, the handle tables' entries) under TSan.
 # Usage: tools/test.sh [--quick]   (--quick: the regular build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +33,5 @@ if [ $quick -eq 0 ]; then
     export TSAN_OPTIONS=halt_on_error=1
     suite build-tsan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=thread" \
         "ccl_unit_tests cclrun test_nonblocking test_groups test_threads test_split test_p2p test_abort test_threads_one_comm" \
-        "-R Kvs|Arena|ScheduleCache|Pmi|Rendezvous|Cma|test_nonblocking|test_groups|test_threads|test_split|test_p2p|reliability.test_abort"
+        "-R Kvs|Arena|ScheduleCache|HandleTable|Pmi|Rendezvous|Cma|test_nonblocking|test_groups|test_threads|test_split|test_p2p|reliability.test_abort"
 fi

@@ -20,10 +20,11 @@
  *     that issues calls recorded on it) made while another thread is inside a call on the same
  *     communicator is refused with CCL_ERROR_INVALID_USAGE and does nothing (the communicator
  *     stays usable); the thread inside is not disturbed. Progress workers running requests, and
- *     the requests' own calls (below), are no such use. ccl_comm_abort, ccl_comm_get_async_error, ccl_comm_rank, ccl_comm_size,
- *     ccl_comm_shm_bytes and ccl_comm_nodes are the exceptions: any thread, any time before
- *     ccl_comm_destroy. ccl_comm_destroy from another thread while a call is inside is deferred
- *     (see ccl_comm_destroy).
+ *     the requests' own calls (below), are no such use. ccl_comm_abort,
+ *     ccl_comm_get_async_error, ccl_comm_rank, ccl_comm_size, ccl_comm_shm_bytes and
+ *     ccl_comm_nodes are the exceptions: any thread, any time before ccl_comm_destroy.
+ *     ccl_comm_destroy from another thread while a call is inside is deferred (see
+ *     ccl_comm_destroy).
  *   - Communicators created over one KVS are told apart by their order of creation: create them in
  *     the same order on every rank, one at a time within a process.
  *   - A request is waited on, tested or freed by one thread at a time; different requests may be

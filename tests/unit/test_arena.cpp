@@ -300,20 +300,26 @@ TEST(Arena, AllgathervCountsAreCheckedExactly) {
     }
 }
 
-TEST(Arena, DeadPeerIsNoticed) {
-    std::string name = unique_name();
-    size_t bytes = Arena::bytes_needed(2, 4096);
-    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 30, true, ccl::shm::wait_policy(2));
-    pid_t child = fork();
-    if (child == 0) {  // maps the arena as rank 1, then dies without a word
-        Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 30, false,
+// A forked child maps rank 0's arena `a` as rank 1, then dies without a word; returns its pid,
+// reaped (or -1).
+pid_t peer_that_died(Arena& a) {
+    const size_t bytes = a.segment().size();
+    const pid_t child = fork();
+    if (child == 0) {
+        Arena peer(Segment::open(a.segment().name(), bytes, kJob), 2, 1, a.buffer_size(), 30, false,
                    ccl::shm::wait_policy(2));
         _exit(0);
     }
-    ASSERT_GT(child, 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: its pid is gone
+    if (child < 0 || waitpid(child, nullptr, 0) != child) return -1;
     a.segment().unlink();
+    return child;
+}
+
+TEST(Arena, DeadPeerIsNoticed) {
+    size_t bytes = Arena::bytes_needed(2, 4096);
+    Arena a(Segment::create(unique_name(), bytes, kJob), 2, 0, 4096, 30, true,
+            ccl::shm::wait_policy(2));
+    ASSERT_GT(peer_that_died(a), 0);  // reaped: its pid is gone
     auto start = std::chrono::steady_clock::now();
     try {
         ccl::shm::barrier(a, Sig(4)).run_blocking();
@@ -348,18 +354,11 @@ pid_t fork_with_pid(pid_t pid) {
 }
 
 TEST(Arena, DeadPeerWhosePidWasReusedIsNoticed) {
-    std::string name = unique_name();
     size_t bytes = Arena::bytes_needed(2, 4096);
-    Arena a(Segment::create(name, bytes, kJob), 2, 0, 4096, 20, true, ccl::shm::wait_policy(2));
-    pid_t child = fork();
-    if (child == 0) {  // maps the arena as rank 1, then dies without a word
-        Arena peer(Segment::open(name, bytes, kJob), 2, 1, 4096, 20, false,
-                   ccl::shm::wait_policy(2));
-        _exit(0);
-    }
+    Arena a(Segment::create(unique_name(), bytes, kJob), 2, 0, 4096, 20, true,
+            ccl::shm::wait_policy(2));
+    const pid_t child = peer_that_died(a);
     ASSERT_GT(child, 0);
-    ASSERT_EQ(waitpid(child, nullptr, 0), child);
-    a.segment().unlink();
     // Another process now runs with the dead rank's pid, started a few clock ticks later (start
     // times count ticks of 10 ms; a pid comes round again only after the kernel went through all
     // others, far longer than a tick).

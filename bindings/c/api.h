@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "ccl/ccl.h"
-#include "core/error.h"
-#include "shm/wait.h"
+#include "base/error.h"
+#include "base/wait.h"
 
 namespace ccl::capi {
 
@@ -82,7 +82,7 @@ uint64_t random_key() noexcept;
 // previous call's publish: a cross-core round trip, 20-50% of a small call). So a slot has an
 // owner, the thread that entered it last, which enters with plain stores: it marks itself inside
 // (its own Owner word), then checks that it still owns the slot. Another thread takes the slot
-// over by storing itself as the owner, a heavy fence (shm/wait.h: the owner's light fence is then
+// over by storing itself as the owner, a heavy fence (base/wait.h: the owner's light fence is then
 // enough), and a look at whether the old owner is inside: this Dekker pair lets at most one of
 // them in. Taking over costs a system call, once per change of thread.
 // Retiring (a destroy) follows the same pair: with a call inside, the object is left to that call,
@@ -217,7 +217,7 @@ public:
         Slot& s = slot(handle);
         invalidate(s);  // no call enters it from now on
         s.orphan.store(1, std::memory_order_relaxed);
-        shm::heavy_fence();  // the Dekker pair with leave(): see Entries above
+        heavy_fence();  // the Dekker pair with leave(): see Entries above
         (void)s.left.load(std::memory_order_acquire);
         if (const Owner* o = s.owner.load(std::memory_order_relaxed); o && o->is_inside(&s))
             return nullptr;  // the call inside, or just leaving, takes it (leave)
@@ -293,7 +293,7 @@ private:
             too_many(what);
         cell = me.used++;
         me.inside[cell].store(slot, std::memory_order_relaxed);
-        shm::light_fence();  // the Dekker pair with take_over() and retire()
+        light_fence();  // the Dekker pair with take_over() and retire()
         if (slot->owner.load(std::memory_order_relaxed) != &me) [[unlikely]]
             take_over(*slot, me, cell, what);
         order_for_tsan(slot->left);
@@ -312,7 +312,7 @@ private:
         std::lock_guard<SpinLock> lock(s.taking);
         Owner* last = s.owner.load(std::memory_order_relaxed);
         s.owner.store(&me, std::memory_order_relaxed);
-        shm::heavy_fence();  // `last`'s cells are seen now, and it sees that it owns no more
+        heavy_fence();  // `last`'s cells are seen now, and it sees that it owns no more
         (void)s.left.load(std::memory_order_acquire);
         if (last && last != &me && last->is_inside(&s)) {
             s.owner.store(last, std::memory_order_relaxed);
@@ -324,7 +324,7 @@ private:
         order_for_tsan(s.left);
         s.left.store(1, std::memory_order_release);
         out_of(me, cell);
-        shm::light_fence();  // the Dekker pair with retire()
+        light_fence();  // the Dekker pair with retire()
         if (s.orphan.load(std::memory_order_relaxed)) [[unlikely]]
             orphaned(s);
     }

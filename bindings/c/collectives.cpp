@@ -10,7 +10,7 @@
 
 #include "core/device_coll.h"
 #include "core/group.h"
-#include "core/reduce.h"
+#include "base/reduce.h"
 #include "handles.h"
 #include "streams.h"
 

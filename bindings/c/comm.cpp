@@ -4,8 +4,8 @@
 #include <memory>
 #include <mutex>
 
-#include "core/config.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "core/schedule_cache.h"
 #include "handles.h"
 #include "kvs/rendezvous.h"
@@ -77,10 +77,10 @@ ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm_t* comm
 ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm) {
     return guarded(__func__, [&] {
         require_out(comm, "comm");
-        const Config& cfg = config();
-        if (!cfg.launch) throw *cfg.launch_error;
-        const kvs::Launch& launch = *cfg.launch;
-        if (launch.launcher == kvs::Launcher::none)
+        const kvs::ProcessLaunch& found = kvs::process_launch();
+        if (!found.launch) throw *found.error;
+        const kvs::Launch& launch = *found.launch;
+        if (launch.launcher == Launcher::none)
             throw Error(CCL_ERROR_INVALID_USAGE,
                         "CCL_PROCESS_LAUNCHER=none: ccl_comm_create_from_env looks for no "
                         "launcher; create or connect to the KVS (ccl_kvs_create_main, "

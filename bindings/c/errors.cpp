@@ -7,7 +7,7 @@
 #include <string>
 
 #include "api.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace ccl::capi {
 

@@ -1,7 +1,7 @@
 // The KVS part of the C ABI.
 #include <cstring>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "handles.h"
 
 namespace ccl::capi {

@@ -1,7 +1,7 @@
 // Threads as owners of handle-table slots (api.h: Entries).
 #include "api.h"
 
-#include "core/immortal.h"
+#include "base/immortal.h"
 
 namespace ccl::capi {
 

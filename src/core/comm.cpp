@@ -12,12 +12,12 @@
 #include <random>
 #include <sstream>
 
+#include "base/config.h"
+#include "base/log.h"
+#include "base/reduce.h"
 #include "core/binding.h"
-#include "core/config.h"
 #include "core/executor.h"
-#include "core/log.h"
 #include "core/planner.h"
-#include "core/reduce.h"
 #include "core/schedule_cache.h"
 #include "core/worker.h"
 #include "kvs/kvs.h"
@@ -802,7 +802,7 @@ void Communicator::finished(Execution& e, ccl_result_t code, const std::string& 
     // The locked subtraction orders it before the look at the sleepers (Dekker with wait_idle).
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
         idle_waiters_.load(std::memory_order_relaxed) != 0)
-        shm::futex_wake_all(&pending_);
+        futex_wake_all(&pending_);
 }
 
 void Communicator::unpark() {
@@ -831,7 +831,7 @@ void Communicator::wait_idle() {
     // Queued work finishes or fails within its own deadlines (CCL_TIMEOUT).
     idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
     for (uint32_t n; (n = pending_.load(std::memory_order_seq_cst)) != 0;)
-        shm::futex_wait(&pending_, n, std::chrono::milliseconds(50));
+        futex_wait(&pending_, n, std::chrono::milliseconds(50));
     idle_waiters_.fetch_sub(1, std::memory_order_relaxed);
     release_finished();
 }

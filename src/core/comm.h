@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/executor.h"
 #include "core/request.h"
 #include "core/schedule.h"

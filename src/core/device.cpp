@@ -14,9 +14,9 @@
 #include <mutex>
 #include <optional>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl::ze {
 

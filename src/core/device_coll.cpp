@@ -4,10 +4,10 @@
 #include <numeric>
 #include <optional>
 
+#include "base/error.h"
+#include "base/log.h"
+#include "base/reduce.h"
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/reduce.h"
 
 namespace ccl::ze {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/task.h"
 #include "core/request.h"
 #include "core/schedule.h"
-#include "core/task.h"
 
 namespace ccl {
 

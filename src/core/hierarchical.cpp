@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/reduce.h"
 #include "core/comm.h"
 #include "core/planner.h"
-#include "core/reduce.h"
 #include "shm/collectives.h"
 #include "transport/collectives.h"
 #include "transport/fabric.h"

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/task.h"
 #include "ccl/ccl.h"
-#include "core/task.h"
 #include "shm/arena.h"
 
 namespace ccl {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/config.h"
+#include "base/reduce.h"
 #include "core/comm.h"
-#include "core/config.h"
-#include "core/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 

@@ -2,10 +2,10 @@
 // (core/hierarchical.h); the single-node planner (planner.cpp) is untouched by it.
 #include <cstring>
 
+#include "base/reduce.h"
 #include "core/comm.h"
 #include "core/hierarchical.h"
 #include "core/planner.h"
-#include "core/reduce.h"
 #include "shm/collectives.h"
 
 namespace ccl {

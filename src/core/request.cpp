@@ -2,9 +2,9 @@
 
 #include <sched.h>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/wait.h"
 #include "core/executor.h"
-#include "shm/wait.h"
 
 namespace ccl {
 
@@ -12,8 +12,8 @@ void Request::complete(ccl_result_t code, std::string message) {
     code_ = code;
     message_ = std::move(message);
     done_.store(1, std::memory_order_release);
-    shm::light_fence();  // Dekker with wait(): the store before the look at the sleepers
-    if (sleepers_.load(std::memory_order_relaxed) != 0) shm::futex_wake_all(&done_);
+    light_fence();  // Dekker with wait(): the store before the look at the sleepers
+    if (sleepers_.load(std::memory_order_relaxed) != 0) futex_wake_all(&done_);
 }
 
 void Request::resolve(bool block) {
@@ -22,7 +22,7 @@ void Request::resolve(bool block) {
         if (yield_)
             sched_yield();
         else
-            shm::cpu_relax();
+            cpu_relax();
     };
     if (pthread_equal(owner_, pthread_self())) {
         // The thread that deferred it (usually the only one that ever looks at it) tries without
@@ -31,7 +31,7 @@ void Request::resolve(bool block) {
         // polls (a cross-core round trip per call). Another thread that undefers it excludes this
         // one first (exclude_owner): a Dekker handshake, whose fence the other side pays.
         owner_trying_.store(true, std::memory_order_relaxed);
-        shm::light_fence();
+        light_fence();
         bool done = false;
         if (!owner_excluded_.load(std::memory_order_relaxed) &&
             deferred_.load(std::memory_order_relaxed))
@@ -54,7 +54,7 @@ void Request::resolve(bool block) {
 void Request::exclude_owner() {
     if (pthread_equal(owner_, pthread_self())) return;  // then it is not trying now
     owner_excluded_.store(true, std::memory_order_relaxed);
-    shm::heavy_fence();
+    heavy_fence();
     while (owner_trying_.load(std::memory_order_acquire)) sched_yield();
 }
 
@@ -69,13 +69,13 @@ void Request::wait() {
     // yielding so that on a crowded node the worker that completes it gets the cpu.
     for (int i = 0; i < 64; ++i) {
         if (done()) return;
-        for (int k = 0; k < 32; ++k) shm::cpu_relax();
+        for (int k = 0; k < 32; ++k) cpu_relax();
         if (i >= 16) sched_yield();
     }
     sleepers_.fetch_add(1, std::memory_order_relaxed);
-    shm::heavy_fence();  // the count before the last look (complete() pays only a light fence)
+    heavy_fence();  // the count before the last look (complete() pays only a light fence)
     // Bounded sleeps: no wake-up can be lost for good.
-    while (!done()) shm::futex_wait(&done_, 0, std::chrono::milliseconds(50));
+    while (!done()) futex_wait(&done_, 0, std::chrono::milliseconds(50));
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/pool.h"
 #include "ccl/ccl.h"
-#include "core/pool.h"
 
 namespace ccl {
 

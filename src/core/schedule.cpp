@@ -1,6 +1,6 @@
 #include "core/schedule.h"
 
-#include "core/reduce.h"
+#include "base/reduce.h"
 
 namespace ccl {
 

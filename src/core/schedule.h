@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/task.h"
 #include "ccl/ccl.h"
-#include "core/task.h"
 #include "shm/arena.h"
 
 namespace ccl {

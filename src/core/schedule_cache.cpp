@@ -1,8 +1,8 @@
 #include "core/schedule_cache.h"
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/immortal.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/immortal.h"
 
 namespace ccl {
 

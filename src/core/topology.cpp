@@ -8,7 +8,7 @@
 #include <map>
 #include <optional>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace ccl {
 

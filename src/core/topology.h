@@ -1,5 +1,5 @@
 // Which ranks of a communicator share a node: they share memory among themselves and reach the
-// others through the fabric. Nodes are told apart by a node id (core/config.h: CCL_NODE_ID, else
+// others through the fabric. Nodes are told apart by a node id (base/config.h: CCL_NODE_ID, else
 // the host name and boot id), numbered in the order of their lowest rank.
 #pragma once
 

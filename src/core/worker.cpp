@@ -11,10 +11,11 @@
 #include <map>
 #include <optional>
 
-#include "core/config.h"
-#include "core/immortal.h"
-#include "core/log.h"
-#include "shm/wait.h"
+#include "base/config.h"
+#include "base/immortal.h"
+#include "base/log.h"
+#include "base/wait.h"
+#include "kvs/launcher.h"
 
 namespace ccl {
 
@@ -137,7 +138,7 @@ void WorkerPool::run(Worker& w, bool crowded) {
         auto now = clock::now();
         if (idle_since == clock::time_point{}) idle_since = now;
         if (now - idle_since < spin_for) {
-            shm::cpu_relax();
+            cpu_relax();
         } else if (now - idle_since < spin_for + yield_for) {
             std::this_thread::yield();
         } else {
@@ -152,8 +153,8 @@ WorkerPool& workers() {
     // static's destructor) may still have work queued, which the workers finish; they run until
     // the process ends.
     static WorkerPool& pool = immortal<WorkerPool>(
-        config().worker_count, config().worker_cpus, config().local_rank,
-        config().local_size * (1 + config().worker_count) > shm::usable_cpus());
+        config().worker_count, config().worker_cpus, kvs::process_launch().local_rank,
+        kvs::process_launch().local_size * (1 + config().worker_count) > usable_cpus());
     return pool;
 }
 

@@ -16,8 +16,8 @@
 #include <optional>
 #include <thread>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "kvs/kvs.h"
 #include "kvs/net.h"
 #include "kvs/protocol.h"

@@ -12,13 +12,25 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <vector>
 
-#include "core/error.h"
-#include "core/number.h"
+#include "base/error.h"
+#include "base/immortal.h"
+#include "base/number.h"
 
 namespace ccl::kvs {
 namespace {
+
+// LOCAL_RANK or LOCAL_WORLD_SIZE where no launcher could be told: digits, from `min` to 2^20.
+int local_number(const char* var, const char* text, int min) {
+    const std::optional<uint64_t> n = parse_decimal(text);
+    if (!n || *n < uint64_t(min) || *n > (uint64_t(1) << 20))
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, std::string(var) + "='" + text +
+                                                    "' is malformed: expected a number from " +
+                                                    std::to_string(min) + " to 1048576");
+    return int(*n);
+}
 
 const char* display_name(Launcher l) {
     switch (l) {
@@ -73,7 +85,7 @@ bool read_int(const Env& env, View& v, const char* name, int lo, int hi, int& ou
         return false;
     }
     v.vars += (v.vars.empty() ? "" : " ") + std::string(name) + "=" + text;
-    // Strictly digits (core/number.h): " 5", "+3", "-0" or "0x10" is no rank.
+    // Strictly digits (base/number.h): " 5", "+3", "-0" or "0x10" is no rank.
     const std::optional<uint64_t> x = parse_decimal(text);
     if (!x || *x < uint64_t(lo) || *x > uint64_t(hi)) {
         if (!v.error)
@@ -395,29 +407,6 @@ std::string ignoring(const View& v, const char* why) {
 
 }  // namespace
 
-const char* launcher_name(Launcher l) {
-    switch (l) {
-        case Launcher::none: return "none";
-        case Launcher::cclrun: return "cclrun";
-        case Launcher::hydra: return "hydra";
-        case Launcher::ompi: return "ompi";
-        case Launcher::torchrun: return "torchrun";
-        case Launcher::slurm: return "slurm";
-    }
-    return "?";
-}
-
-std::optional<Launcher> parse_launcher(const char* var, const std::string& text) {
-    if (text == "auto") return std::nullopt;
-    for (Launcher l : {Launcher::none, Launcher::cclrun, Launcher::hydra, Launcher::ompi,
-                       Launcher::torchrun, Launcher::slurm})
-        if (text == launcher_name(l)) return l;
-    throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                std::string(var) + "='" + text +
-                    "' is malformed: expected one of auto, cclrun, hydra, ompi, torchrun, slurm, "
-                    "none");
-}
-
 std::optional<int> tasks_on_node(const std::string& list, int node) {
     // Items "N" or "N(xR)", comma-separated.
     size_t pos = 0;
@@ -426,7 +415,7 @@ std::optional<int> tasks_on_node(const std::string& list, int node) {
         size_t comma = list.find(',', pos);
         const std::string_view item =
             std::string_view(list).substr(pos, comma == std::string::npos ? comma : comma - pos);
-        // Strictly digits (core/number.h), as everywhere: "N", or "N(xR)".
+        // Strictly digits (base/number.h), as everywhere: "N", or "N(xR)".
         const size_t paren = item.find('(');
         const std::optional<uint64_t> n = parse_decimal(item.substr(0, paren));
         if (!n || *n < 1 || *n > INT_MAX) return std::nullopt;
@@ -526,6 +515,32 @@ Launch detect_launch(const Getenv& getenv, const LaunchSettings& settings) {
                 "no launcher's variables are set: start the program with cclrun, mpiexec "
                 "(MPICH), mpirun (Open MPI), torchrun or srun, or create the communicator with "
                 "ccl_comm_create (docs/launching.md)");
+}
+
+ProcessLaunch detect_process_launch(const Getenv& getenv, const Config& cfg) {
+    ProcessLaunch p;
+    try {
+        p.launch = detect_launch(getenv, {cfg.process_launcher, cfg.kvs_port, cfg.kvs_secret});
+        p.local_rank = p.launch->local_rank;
+        p.local_size = p.launch->local_size;
+    } catch (const Error& e) {
+        p.error = e;
+        if (const char* v = getenv("LOCAL_RANK")) p.local_rank = local_number("LOCAL_RANK", v, 0);
+        if (const char* v = getenv("LOCAL_WORLD_SIZE"))
+            p.local_size = local_number("LOCAL_WORLD_SIZE", v, 1);
+    }
+    return p;
+}
+
+const ProcessLaunch& process_launch() {
+    static std::mutex mu;
+    static std::optional<ProcessLaunch>& detected = immortal<std::optional<ProcessLaunch>>();
+    const Config& cfg = config();  // its errors first, as before any launch is looked at
+    std::lock_guard<std::mutex> lock(mu);
+    if (!detected)
+        detected =
+            detect_process_launch([](const char* n) -> const char* { return std::getenv(n); }, cfg);
+    return *detected;
 }
 
 }  // namespace ccl::kvs

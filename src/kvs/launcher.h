@@ -7,16 +7,11 @@
 #include <optional>
 #include <string>
 
+#include "base/config.h"
+#include "base/error.h"
 #include "kvs/secret.h"
 
 namespace ccl::kvs {
-
-enum class Launcher { none, cclrun, hydra, ompi, torchrun, slurm };
-
-// "none", "cclrun", "hydra", "ompi", "torchrun", "slurm".
-const char* launcher_name(Launcher l);
-// "auto" gives nullopt; an unknown name throws CCL_ERROR_INVALID_ARGUMENT naming `var`.
-std::optional<Launcher> parse_launcher(const char* var, const std::string& text);
 
 // How the ranks learn the address of the KVS that rank 0 serves.
 enum class AddressVia {
@@ -60,6 +55,19 @@ using Getenv = std::function<const char*(const char*)>;
 // With `forced` = none it returns launcher none (local rank and size from LOCAL_RANK and
 // LOCAL_WORLD_SIZE when set) and never throws for the absence of a launcher.
 Launch detect_launch(const Getenv& getenv, const LaunchSettings& settings);
+
+// This process's launch (detect_launch with cfg's settings), or why none could be told, and where
+// it sits on its node: the launch's local rank and size, else LOCAL_RANK and LOCAL_WORLD_SIZE. A
+// missing or confused launcher is not an error until ccl_comm_create_from_env needs one.
+struct ProcessLaunch {
+    std::optional<Launch> launch;
+    std::optional<Error> error;
+    int local_rank = 0, local_size = 1;
+};
+ProcessLaunch detect_process_launch(const Getenv& getenv, const Config& cfg);
+// The same from the environment and config(), once per process (never destroyed). Throws what
+// config() throws.
+const ProcessLaunch& process_launch();
 
 // Slurm's compressed tasks-per-node list ("2(x3),1": nodes 0-2 run 2 tasks, node 3 runs 1): the
 // count of node `node`, or nullopt when the list is malformed or too short.

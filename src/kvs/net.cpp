@@ -16,7 +16,7 @@
 #include <memory>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::kvs::net {
 

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "kvs/net.h"
 
 namespace ccl::kvs {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "kvs/pmix_abi.h"
 
 namespace ccl::kvs {

@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "kvs/net.h"
 
 namespace ccl::kvs {

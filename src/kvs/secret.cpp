@@ -10,8 +10,8 @@
 #include <cstring>
 #include <memory>
 
-#include "core/error.h"
-#include "core/hex.h"
+#include "base/error.h"
+#include "base/hex.h"
 #include "kvs/net.h"
 
 namespace ccl::kvs {

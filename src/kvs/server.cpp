@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "kvs/kvs.h"
 #include "kvs/net.h"
 #include "kvs/protocol.h"

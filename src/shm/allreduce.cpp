@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/reduce.h"
+#include "base/error.h"
+#include "base/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"

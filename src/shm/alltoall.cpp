@@ -2,8 +2,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
-#include "core/reduce.h"
+#include "base/error.h"
+#include "base/reduce.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"

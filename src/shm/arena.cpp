@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl::shm {
 

@@ -26,7 +26,7 @@
 // publishes its flag (done) at the end of the round, and earlier if a wait drags on (see
 // EagerWatch), for a peer that disagrees on the collective and waits on it.
 //
-// Algorithms are coroutines (core/task.h): they co_await the waiters below, which a blocking call
+// Algorithms are coroutines (base/task.h): they co_await the waiters below, which a blocking call
 // resolves by spinning, yielding and then sleeping on a futex, and a progress worker by polling.
 #pragma once
 
@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "base/task.h"
 #include "ccl/ccl.h"
-#include "core/task.h"
 #include "shm/segment.h"
 #include "shm/wait.h"
 

@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/wait.h"
 #include "shm/arena.h"
-#include "shm/wait.h"
 
 namespace ccl::shm {
 

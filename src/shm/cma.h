@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/task.h"
-#include "shm/wait.h"
+#include "base/task.h"
+#include "base/wait.h"
 
 namespace ccl::shm {
 

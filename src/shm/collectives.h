@@ -1,6 +1,6 @@
 // Collectives among the co-located ranks of a communicator, over its shared-memory arena. Every
 // rank calls the same function with the same count, datatype, reduction, root and signature. Each
-// is a coroutine (core/task.h): nothing runs until the task is resumed.
+// is a coroutine (base/task.h): nothing runs until the task is resumed.
 #pragma once
 
 #include <cstddef>

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <optional>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/wait.h"
 #include "shm/cma.h"
 #include "shm/copy.h"
-#include "shm/wait.h"
 
 namespace ccl::shm {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "core/task.h"
+#include "base/task.h"
 #include "shm/arena.h"
 #include "shm/segment.h"
 

@@ -2,7 +2,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/reduce.h"
+#include "base/reduce.h"
 #include "shm/collectives.h"
 
 namespace ccl::shm {

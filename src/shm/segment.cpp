@@ -19,9 +19,9 @@
 #include <optional>
 #include <utility>
 
-#include "core/error.h"
-#include "core/hex.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/hex.h"
+#include "base/log.h"
 
 namespace ccl::shm {
 

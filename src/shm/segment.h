@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "shm/wait.h"
+#include "base/wait.h"
 
 namespace ccl::shm {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/reduce.h"
+#include "base/reduce.h"
 
 namespace ccl::transport {
 

@@ -1,15 +1,15 @@
 // Collectives among a group of ranks over the fabric (one rank per node: the node leaders of a
 // hierarchical collective, or every rank with one rank per node). Every member calls the same
 // function with the same group, count, datatype, reduction and root; messages go on the
-// collective channel, in the same order on every rank. Coroutines (core/task.h): what they take
+// collective channel, in the same order on every rank. Coroutines (base/task.h): what they take
 // by reference (the group, offsets) must outlive the task, so pass named objects, not temporaries.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "base/task.h"
 #include "ccl/ccl.h"
-#include "core/task.h"
 #include "transport/fabric.h"
 
 namespace ccl::transport {

@@ -18,11 +18,11 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/error.h"
-#include "core/hex.h"
-#include "core/immortal.h"
-#include "core/log.h"
-#include "core/number.h"
+#include "base/error.h"
+#include "base/hex.h"
+#include "base/immortal.h"
+#include "base/log.h"
+#include "base/number.h"
 #include "transport/libfabric.h"
 
 namespace ccl::transport {

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "base/task.h"
 #include "ccl/ccl.h"
-#include "core/task.h"
 
 namespace ccl::transport {
 

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
-#include "core/immortal.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/immortal.h"
+#include "base/log.h"
 
 namespace ccl::transport {
 

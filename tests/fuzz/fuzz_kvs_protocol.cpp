@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kvs/protocol.h"
 #include "kvs/secret.h"
 #include "kvs/store.h"

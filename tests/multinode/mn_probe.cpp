@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "kvs/kvs.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "shm/cma.h"
 
 using ccl::shm::alltoall_cma_max_bytes;
@@ -112,13 +112,13 @@ TEST_P(CmaPoll, SlicedTransfersCopyEveryByte) {
                 std::vector<unsigned char> src(bytes + skew + 64), dst(bytes + 128, 0xee);
                 for (size_t i = 0; i < src.size(); ++i) src[i] = (unsigned char)(i * 131 + seed);
                 unsigned char* from = src.data() + skew;
-                ccl::shm::cma_read(ccl::shm::this_process(), dst.data() + 64, from, bytes);
+                ccl::shm::cma_read(ccl::this_process(), dst.data() + 64, from, bytes);
                 for (size_t i = 0; i < bytes; ++i)
                     ASSERT_EQ(dst[64 + i], from[i]) << "read " << bytes << " at " << i;
                 for (size_t i = 0; i < 64; ++i) ASSERT_EQ(dst[i], 0xee);
                 for (size_t i = 64 + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xee);
                 std::fill(dst.begin(), dst.end(), 0xee);
-                ccl::shm::cma_write(ccl::shm::this_process(), dst.data() + 64, from, bytes);
+                ccl::shm::cma_write(ccl::this_process(), dst.data() + 64, from, bytes);
                 for (size_t i = 0; i < bytes; ++i)
                     ASSERT_EQ(dst[64 + i], from[i]) << "write " << bytes << " at " << i;
                 for (size_t i = 64 + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xee);
@@ -143,13 +143,13 @@ TEST_P(CmaPoll, SlicedTransferFailureIsReported) {
     ASSERT_EQ(munmap(src + 5 * page, page), 0);
     std::vector<char> dst(bytes);
     try {
-        ccl::shm::cma_read(ccl::shm::this_process(), dst.data(), src, bytes);
+        ccl::shm::cma_read(ccl::this_process(), dst.data(), src, bytes);
         ADD_FAILURE() << "a read over an unmapped page succeeded";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_SYSTEM);
         EXPECT_NE(std::string(e.what()).find("process_vm_readv"), std::string::npos) << e.what();
     }
-    ccl::shm::cma_read(ccl::shm::this_process(), dst.data(), src,
+    ccl::shm::cma_read(ccl::this_process(), dst.data(), src,
                        5 * page);  // before the hole: fine
     EXPECT_EQ(dst[5 * page - 1], 1);
     munmap(src, 5 * page);
@@ -171,8 +171,7 @@ TEST_F(CmaThreads, ReadAllCopiesEveryBlock) {
             dst.emplace_back(b + 64, 0xee);
             for (size_t i = 0; i < src.back().size(); ++i)
                 src.back()[i] = (unsigned char)(i * 7 + b);
-            reads.push_back(
-                {ccl::shm::this_process(), dst.back().data(), src.back().data() + 7, b});
+            reads.push_back({ccl::this_process(), dst.back().data(), src.back().data() + 7, b});
             total += b;
         }
         ASSERT_GE(total, ccl::shm::kParallelReads);

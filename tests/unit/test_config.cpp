@@ -5,9 +5,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/planner.h"
+#include "kvs/launcher.h"
 
 namespace {
 
@@ -20,6 +21,12 @@ const char* fake_getenv(const char* name) {
 ccl::Config parse(std::map<std::string, std::string> env) {
     g_env = std::move(env);
     return ccl::parse_config(fake_getenv);
+}
+
+// The launch that environment starts (kvs/launcher.h), with its configuration.
+ccl::kvs::ProcessLaunch launched(std::map<std::string, std::string> env) {
+    const ccl::Config c = parse(std::move(env));
+    return ccl::kvs::detect_process_launch(fake_getenv, c);
 }
 
 void expect_rejected(const std::string& name, const std::string& value) {
@@ -146,16 +153,19 @@ namespace {
 // is a secret), and reaches the torchrun-style launch.
 TEST(Config, KvsSecret) {
     EXPECT_FALSE(parse({}).kvs_secret);
-    ccl::Config c = parse({{"CCL_KVS_SECRET", "00112233445566778899aabbccddeeff"},
-                           {"RANK", "0"},
-                           {"WORLD_SIZE", "2"},
-                           {"MASTER_ADDR", "127.0.0.1"},
-                           {"MASTER_PORT", "29500"}});
+    const std::map<std::string, std::string> env{
+        {"CCL_KVS_SECRET", "00112233445566778899aabbccddeeff"},
+        {"RANK", "0"},
+        {"WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29500"}};
+    ccl::Config c = parse(env);
     ASSERT_TRUE(c.kvs_secret);
     EXPECT_EQ((*c.kvs_secret)[15], 0xff);
-    ASSERT_TRUE(c.launch);
-    EXPECT_EQ(c.launch->secret, *c.kvs_secret);
-    EXPECT_FALSE(c.launch->secret_weak);
+    const ccl::kvs::ProcessLaunch l = launched(env);
+    ASSERT_TRUE(l.launch);
+    EXPECT_EQ(l.launch->secret, *c.kvs_secret);
+    EXPECT_FALSE(l.launch->secret_weak);
     for (const char* bad :
          {"", "0011", "00112233445566778899aabbccddeefX", "00112233445566778899aabbccddeeff00",
           "passphrase-passphrase-passphrase"}) {
@@ -275,25 +285,26 @@ TEST(Config, NumbersAreStrict) {
 TEST(Config, LauncherNumbersAreStrict) {
     for (const char* bad : {" 1", "1 ", "+1", "-0", "0x1", "1e0", "1.0"}) {
         SCOPED_TRACE(bad);
-        ccl::Config c =
-            parse({{"CCL_RANK", bad},
-                   {"CCL_SIZE", "2"},
-                   {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
-        ASSERT_TRUE(c.launch_error);
+        ccl::kvs::ProcessLaunch c =
+            launched({{"CCL_RANK", bad},
+                      {"CCL_SIZE", "2"},
+                      {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
+        ASSERT_TRUE(c.error);
         EXPECT_FALSE(c.launch);
-        EXPECT_NE(std::string(c.launch_error->what()).find("CCL_RANK"), std::string::npos)
-            << c.launch_error->what();
-        c = parse({{"CCL_RANK", "0"},
-                   {"CCL_SIZE", bad},
-                   {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
-        ASSERT_TRUE(c.launch_error);
-        EXPECT_NE(std::string(c.launch_error->what()).find("CCL_SIZE"), std::string::npos)
-            << c.launch_error->what();
+        EXPECT_NE(std::string(c.error->what()).find("CCL_RANK"), std::string::npos)
+            << c.error->what();
+        c = launched({{"CCL_RANK", "0"},
+                      {"CCL_SIZE", bad},
+                      {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
+        ASSERT_TRUE(c.error);
+        EXPECT_NE(std::string(c.error->what()).find("CCL_SIZE"), std::string::npos)
+            << c.error->what();
     }
-    ccl::Config ok = parse({{"CCL_RANK", "1"},
-                            {"CCL_SIZE", "2"},
-                            {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
-    ASSERT_TRUE(ok.launch) << ok.launch_error->what();
+    ccl::kvs::ProcessLaunch ok =
+        launched({{"CCL_RANK", "1"},
+                  {"CCL_SIZE", "2"},
+                  {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
+    ASSERT_TRUE(ok.launch) << ok.error->what();
     EXPECT_EQ(ok.launch->rank, 1);
 }
 

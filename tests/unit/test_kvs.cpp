@@ -21,9 +21,9 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
-#include "core/hex.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/hex.h"
+#include "base/log.h"
 #include "kvs/kvs.h"
 #include "kvs/net.h"
 #include "kvs/protocol.h"

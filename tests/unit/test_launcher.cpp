@@ -6,15 +6,15 @@
 #include <map>
 #include <string>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "kvs/launcher.h"
 
 namespace {
 
+using ccl::Launcher;
 using ccl::kvs::AddressVia;
 using ccl::kvs::Launch;
-using ccl::kvs::Launcher;
 using Env = std::map<std::string, std::string>;
 
 Launch detect(const Env& env, std::optional<Launcher> forced = std::nullopt, int kvs_port = 0,
@@ -32,7 +32,7 @@ void expect_error(const Env& env, ccl_result_t code, std::initializer_list<const
                   std::optional<Launcher> forced = std::nullopt) {
     try {
         Launch l = detect(env, forced);
-        ADD_FAILURE() << "detected " << ccl::kvs::launcher_name(l.launcher) << ": " << l.why;
+        ADD_FAILURE() << "detected " << ccl::launcher_name(l.launcher) << ": " << l.why;
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), code) << e.what();
         for (const char* w : words)
@@ -368,11 +368,11 @@ TEST(Launcher, ForcedNone) {
 }
 
 TEST(Launcher, ParseName) {
-    EXPECT_EQ(ccl::kvs::parse_launcher("V", "auto"), std::nullopt);
-    EXPECT_EQ(ccl::kvs::parse_launcher("V", "hydra"), Launcher::hydra);
-    EXPECT_EQ(ccl::kvs::parse_launcher("V", "none"), Launcher::none);
+    EXPECT_EQ(ccl::parse_launcher("V", "auto"), std::nullopt);
+    EXPECT_EQ(ccl::parse_launcher("V", "hydra"), Launcher::hydra);
+    EXPECT_EQ(ccl::parse_launcher("V", "none"), Launcher::none);
     try {
-        ccl::kvs::parse_launcher("CCL_PROCESS_LAUNCHER", "mpich");
+        ccl::parse_launcher("CCL_PROCESS_LAUNCHER", "mpich");
         ADD_FAILURE() << "accepted";
     } catch (const ccl::Error& e) {
         EXPECT_EQ(e.code(), CCL_ERROR_INVALID_ARGUMENT);
@@ -397,17 +397,18 @@ TEST(Launcher, SlurmTasksPerNode) {
 
 // The configuration takes its local rank and size from the launcher, so that progress threads
 // are pinned by launcher the same way.
-ccl::Config parse_config(Env env) {
+ccl::kvs::ProcessLaunch parse_config(Env env) {
     static Env current;
     current = std::move(env);
-    return ccl::parse_config([](const char* n) -> const char* {
+    auto getenv = [](const char* n) -> const char* {
         auto it = current.find(n);
         return it == current.end() ? nullptr : it->second.c_str();
-    });
+    };
+    return ccl::kvs::detect_process_launch(getenv, ccl::parse_config(getenv));
 }
 
 TEST(LauncherConfig, LocalPlacementFromLauncher) {
-    ccl::Config c = parse_config(kOmpi);
+    ccl::kvs::ProcessLaunch c = parse_config(kOmpi);
     ASSERT_TRUE(c.launch);
     EXPECT_EQ(c.launch->launcher, Launcher::ompi);
     EXPECT_EQ(c.local_rank, 1);
@@ -418,22 +419,22 @@ TEST(LauncherConfig, LocalPlacementFromLauncher) {
 }
 
 TEST(LauncherConfig, NoLauncherIsNotAConfigError) {
-    ccl::Config c = parse_config({{"RANK", "0"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4"}});
+    ccl::kvs::ProcessLaunch c =
+        parse_config({{"RANK", "0"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4"}});
     EXPECT_FALSE(c.launch);
-    ASSERT_TRUE(c.launch_error);
-    EXPECT_EQ(c.launch_error->code(), CCL_ERROR_INVALID_USAGE);
+    ASSERT_TRUE(c.error);
+    EXPECT_EQ(c.error->code(), CCL_ERROR_INVALID_USAGE);
     EXPECT_EQ(c.local_rank, 2);  // LOCAL_RANK still places it
     EXPECT_EQ(c.local_size, 4);
 }
 
 TEST(LauncherConfig, Variables) {
-    ccl::Config c = parse_config(
+    ccl::kvs::ProcessLaunch c = parse_config(
         merged(kTorchrun, {{"CCL_PROCESS_LAUNCHER", "torchrun"}, {"CCL_KVS_PORT", "7000"}}));
-    EXPECT_EQ(c.process_launcher, Launcher::torchrun);
-    EXPECT_EQ(c.kvs_port, 7000);
     ASSERT_TRUE(c.launch);
+    EXPECT_EQ(c.launch->launcher, Launcher::torchrun);
     EXPECT_EQ(c.launch->port, 7000);
-    EXPECT_EQ(parse_config({{"CCL_PROCESS_LAUNCHER", "auto"}}).process_launcher, std::nullopt);
+    EXPECT_FALSE(parse_config({{"CCL_PROCESS_LAUNCHER", "auto"}}).launch);
     for (const Env& bad : {Env{{"CCL_PROCESS_LAUNCHER", "srun"}}, Env{{"CCL_KVS_PORT", "0"}},
                            Env{{"CCL_KVS_PORT", "65536"}}, Env{{"CCL_KVS_PORT", "http"}}}) {
         try {

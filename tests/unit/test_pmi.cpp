@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kvs/launcher.h"
 #include "kvs/net.h"
 #include "kvs/pmi.h"
@@ -271,7 +271,7 @@ TEST(Pmi, LimitsAndCharacters) {
 
 ccl::kvs::Launch launch_of(int rank, int size, ccl::kvs::AddressVia via) {
     ccl::kvs::Launch l;
-    l.launcher = ccl::kvs::Launcher::hydra;
+    l.launcher = ccl::Launcher::hydra;
     l.rank = rank;
     l.size = size;
     l.via = via;

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/reduce.h"
+#include "base/error.h"
+#include "base/reduce.h"
 
 namespace {
 

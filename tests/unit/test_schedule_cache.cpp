@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/schedule_cache.h"
 
 namespace {

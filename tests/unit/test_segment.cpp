@@ -19,13 +19,13 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "shm/segment.h"
 
 namespace {
 
+using ccl::ProcessId;
 using ccl::shm::JobId;
-using ccl::shm::ProcessId;
 using ccl::shm::Segment;
 
 const JobId kJob{0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0xbb};
@@ -142,19 +142,18 @@ pid_t exited_child(bool reap) {
 }
 
 TEST(ProcessId, TellsALaterProcessWithTheSamePid) {
-    const ProcessId me = ccl::shm::this_process();
+    const ProcessId me = ccl::this_process();
     EXPECT_EQ(me.pid, getpid());
     EXPECT_NE(me.start, 0u);
-    EXPECT_TRUE(ccl::shm::process_alive(me));
-    EXPECT_TRUE(ccl::shm::process_alive(ProcessId{me.pid, 0}));  // the pid alone
-    EXPECT_FALSE(
-        ccl::shm::process_alive(ProcessId{me.pid, me.start + 1}));  // another process, same pid
-    EXPECT_FALSE(ccl::shm::process_alive(ProcessId{0, 0}));
+    EXPECT_TRUE(ccl::process_alive(me));
+    EXPECT_TRUE(ccl::process_alive(ProcessId{me.pid, 0}));              // the pid alone
+    EXPECT_FALSE(ccl::process_alive(ProcessId{me.pid, me.start + 1}));  // another process, same pid
+    EXPECT_FALSE(ccl::process_alive(ProcessId{0, 0}));
     const pid_t gone = exited_child(true), zombie = exited_child(false);
     ASSERT_GT(gone, 0);
     ASSERT_GT(zombie, 0);
-    EXPECT_FALSE(ccl::shm::process_alive(ProcessId{gone, 0}));
-    EXPECT_FALSE(ccl::shm::process_alive(ProcessId{zombie, 0})) << "a zombie holds nothing";
+    EXPECT_FALSE(ccl::process_alive(ProcessId{gone, 0}));
+    EXPECT_FALSE(ccl::process_alive(ProcessId{zombie, 0})) << "a zombie holds nothing";
     waitpid(zombie, nullptr, 0);
     EXPECT_NE(ccl::shm::pid_namespace(), 0u);
 }
@@ -188,7 +187,7 @@ TEST(Segment, StaleSegmentsOfProcessesThatAreGoneAreRemoved) {
     const std::string prefix = "ccl-" + std::to_string(getpid()) + "-stale-";
     const pid_t gone = exited_child(true);
     ASSERT_GT(gone, 0);
-    const ProcessId me = ccl::shm::this_process();
+    const ProcessId me = ccl::this_process();
     auto name = [&](const char* what) { return "/" + prefix + what; };
     Segment live = Segment::create(name("live"), 4096, kJob);
     Segment dead = Segment::create(name("dead"), 8192, kJob);
@@ -260,7 +259,7 @@ TEST(Segment, AnHeirKeepsASegmentWhoseCreatorIsGone) {
     ASSERT_GT(gone, 0);
     Segment kept = Segment::create("/" + prefix + "kept", 4096, kJob);
     Segment lost = Segment::create("/" + prefix + "lost", 4096, kJob);
-    kept.disown(ccl::shm::this_process());
+    kept.disown(ccl::this_process());
     lost.disown({gone, 0});
     for (const char* n : {"kept", "lost"}) {
         set_creator("/" + prefix + n, gone, 0);

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/topology.h"
 
 namespace {

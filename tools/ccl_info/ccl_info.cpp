@@ -13,9 +13,10 @@
 #include <string>
 
 #include "ccl/ccl.h"
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/topology.h"
+#include "kvs/launcher.h"
 #include "shm/arena.h"
 #include "shm/mailbox.h"
 #include "shm/segment.h"
@@ -54,7 +55,7 @@ std::string settings(const ccl::Config& c) {
                 c.kvs_port ? std::to_string(c.kvs_port) : "(unset: MASTER_PORT + 1)") +
            line("CCL_KVS_SECRET", c.kvs_secret ? "(set, not shown)" : "(unset)") +
            line("CCL_PROCESS_LAUNCHER",
-                c.process_launcher ? ccl::kvs::launcher_name(*c.process_launcher) : "auto") +
+                c.process_launcher ? ccl::launcher_name(*c.process_launcher) : "auto") +
            line("CCL_SHM_BUFFER_SIZE", std::to_string(c.shm_buffer_size)) +
            line("CCL_SINGLE_COPY", c.single_copy ? "1" : "0") +
            line("CCL_CMA_MIN", c.cma_min ? std::to_string(c.cma_min) : "auto") +
@@ -119,11 +120,12 @@ int main(int argc, char** argv) {
     int status = 0;
     try {
         const ccl::Config& c = ccl::config();
-        if (c.launch) {
-            const ccl::kvs::Launch& l = *c.launch;
-            out += std::string("launcher:   ") + ccl::kvs::launcher_name(l.launcher) + "\n";
+        const ccl::kvs::ProcessLaunch& found = ccl::kvs::process_launch();
+        if (found.launch) {
+            const ccl::kvs::Launch& l = *found.launch;
+            out += std::string("launcher:   ") + ccl::launcher_name(l.launcher) + "\n";
             out += "why:        " + l.why + "\n";
-            if (l.launcher != ccl::kvs::Launcher::none)
+            if (l.launcher != ccl::Launcher::none)
                 out += "rank:       " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
                        "\n";
             out += "local rank: " + std::to_string(l.local_rank) + " of " +
@@ -131,8 +133,8 @@ int main(int argc, char** argv) {
             out += std::string("kvs:        ") + via_text(l.via) + "\n";
         } else {
             out += "launcher:   not detected\n";
-            out += std::string("error:      ") + ccl::result_name(c.launch_error->code()) + ": " +
-                   c.launch_error->what() + "\n";
+            out += std::string("error:      ") + ccl::result_name(found.error->code()) + ": " +
+                   found.error->what() + "\n";
             status = 1;
         }
         // Ranks with the same node id share memory; the others are reached through libfabric.
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
         out += "config:\n" + settings(c);
         // What a communicator of the node's ranks maps (ccl_comm_shm_bytes tells the same of a
         // live one).
-        const int local = c.launch ? std::max(1, c.launch->local_size) : 1;
+        const int local = found.launch ? std::max(1, found.launch->local_size) : 1;
         const size_t shm = ccl::shm::Arena::bytes_needed(local, c.shm_buffer_size) +
                            ccl::shm::Mailbox::bytes_needed(local);
         char line[160];

@@ -43,9 +43,9 @@
 
 #include "binding.h"
 #include "core/binding.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/number.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/number.h"
 #include "culprit.h"
 #include "hosts.h"
 #include "job_spec.h"
@@ -136,7 +136,7 @@ int parse_count(const std::string& text, const std::string& opt, const std::stri
 }
 
 double parse_timeout(const std::string& text) {
-    // Read as CCL_TIMEOUT is (core/number.h): digits and one decimal point, nothing else.
+    // Read as CCL_TIMEOUT is (base/number.h): digits and one decimal point, nothing else.
     const std::optional<double> s = ccl::parse_decimal_fraction(text);
     if (!s || !std::isfinite(*s) || *s <= 0)
         throw BadUsage(

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "shm/wait.h"
+#include "base/wait.h"
 
 namespace cclrun {
 namespace {
@@ -55,7 +55,7 @@ std::optional<NamedRank> rank_named_in(std::string_view text, int own) {
 }
 
 bool is_stopped(pid_t pid) {
-    const char state = ccl::shm::process_state(pid);
+    const char state = ccl::process_state(pid);
     return state == 'T' || state == 't';
 }
 

@@ -1,14 +1,16 @@
-#include "core/config.h"
+#include "base/config.h"
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string_view>
 
-#include "core/error.h"
-#include "core/immortal.h"
-#include "core/number.h"
+#include "base/error.h"
+#include "base/hex.h"
+#include "base/immortal.h"
+#include "base/number.h"
 
 namespace ccl {
 
@@ -19,7 +21,7 @@ namespace {
                 std::string(name) + "='" + value + "' is malformed: expected " + expected);
 }
 
-// Every number goes through core/number.h: digits only (and a decimal point for seconds), so that
+// Every number goes through base/number.h: digits only (and a decimal point for seconds), so that
 // a value that reads as something else ("0x10", " 5", "+3", "-0", "1e3") is refused, not guessed.
 double parse_seconds(const char* name, const char* value) {
     const std::optional<double> v = parse_decimal_fraction(value);
@@ -110,7 +112,10 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_KVS_PORT"))
         c.kvs_port = int(parse_int("CCL_KVS_PORT", v, 1, 65535));
     if (const char* v = getenv_fn("CCL_KVS_SECRET")) {
-        c.kvs_secret = kvs::parse_secret_hex(v);
+        if (const std::optional<std::string> bytes = from_hex(v); bytes && bytes->size() == 16) {
+            c.kvs_secret.emplace();
+            std::memcpy(c.kvs_secret->data(), bytes->data(), 16);
+        }
         // The value itself is never repeated: it is a secret.
         if (!c.kvs_secret)
             throw Error(CCL_ERROR_INVALID_ARGUMENT,
@@ -118,7 +123,7 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
                         "'od -An -tx1 -N16 /dev/urandom | tr -d \" \\n\"')");
     }
     if (const char* v = getenv_fn("CCL_PROCESS_LAUNCHER"))
-        c.process_launcher = kvs::parse_launcher("CCL_PROCESS_LAUNCHER", v);
+        c.process_launcher = parse_launcher("CCL_PROCESS_LAUNCHER", v);
     if (const char* v = getenv_fn("CCL_SHM_BUFFER_SIZE"))
         c.shm_buffer_size = parse_bytes("CCL_SHM_BUFFER_SIZE", v, 4096, size_t(1) << 30);
     if (const char* v = getenv_fn("CCL_ALLREDUCE")) {
@@ -159,17 +164,6 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
         c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
     if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))
         c.worker_cpus = parse_cpu_list("CCL_WORKER_AFFINITY", v);
-    try {
-        c.launch = kvs::detect_launch(getenv_fn, {c.process_launcher, c.kvs_port, c.kvs_secret});
-        c.local_rank = c.launch->local_rank;
-        c.local_size = c.launch->local_size;
-    } catch (const Error& e) {
-        c.launch_error = e;
-        if (const char* v = getenv_fn("LOCAL_RANK"))
-            c.local_rank = int(parse_int("LOCAL_RANK", v, 0, 1 << 20));
-        if (const char* v = getenv_fn("LOCAL_WORLD_SIZE"))
-            c.local_size = int(parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20));
-    }
     if (const char* v = getenv_fn("CCL_SINGLE_COPY"))
         c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
     if (const char* v = getenv_fn("CCL_BIND")) {
@@ -200,6 +194,29 @@ Config parse_config(const char* (*getenv_fn)(const char*)) {
     if (const char* v = getenv_fn("CCL_ZE_PIPELINE_CHUNK"))
         c.ze_pipeline_chunk = parse_bytes("CCL_ZE_PIPELINE_CHUNK", v, 4096, size_t(1) << 40);
     return c;
+}
+
+const char* launcher_name(Launcher l) {
+    switch (l) {
+        case Launcher::none: return "none";
+        case Launcher::cclrun: return "cclrun";
+        case Launcher::hydra: return "hydra";
+        case Launcher::ompi: return "ompi";
+        case Launcher::torchrun: return "torchrun";
+        case Launcher::slurm: return "slurm";
+    }
+    return "?";
+}
+
+std::optional<Launcher> parse_launcher(const char* var, const std::string& text) {
+    if (text == "auto") return std::nullopt;
+    for (Launcher l : {Launcher::none, Launcher::cclrun, Launcher::hydra, Launcher::ompi,
+                       Launcher::torchrun, Launcher::slurm})
+        if (text == launcher_name(l)) return l;
+    throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                std::string(var) + "='" + text +
+                    "' is malformed: expected one of auto, cclrun, hydra, ompi, torchrun, slurm, "
+                    "none");
 }
 
 const Config& config() {

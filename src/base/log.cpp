@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/immortal.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/immortal.h"
 
 namespace ccl {
 

@@ -2,4 +2,4 @@
 // (CMakeLists.txt) and reduce.cpp calls it only when the CPU has them.
 #define CCL_KERNELS_NS kernels_avx512
 #define CCL_VEC_BYTES 64
-#include "core/reduce_kernels.h"
+#include "base/reduce_kernels.h"

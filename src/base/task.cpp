@@ -1,4 +1,4 @@
-#include "core/task.h"
+#include "base/task.h"
 
 #include <sched.h>
 

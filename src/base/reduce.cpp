@@ -1,16 +1,16 @@
 // Datatypes, and reduce(): argument checks plus the run-time choice of kernel. The baseline
 // (16-byte SSE2 vector) kernels are compiled here; the wider ones in reduce_avx2.cpp and
 // reduce_avx512.cpp.
-#include "core/reduce.h"
+#include "base/reduce.h"
 
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 #define CCL_KERNELS_NS kernels_scalar
 #define CCL_VEC_BYTES 16
-#include "core/reduce_kernels.h"
+#include "base/reduce_kernels.h"
 
 namespace ccl {
 

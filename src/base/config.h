@@ -1,24 +1,32 @@
 // Every CCL_* environment variable, parsed once, here and nowhere else. docs/env.md documents each.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "kvs/launcher.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 
+// The launchers ccl knows (CCL_PROCESS_LAUNCHER; kvs/launcher.h tells which started a process).
+enum class Launcher { none, cclrun, hydra, ompi, torchrun, slurm };
+// "none", "cclrun", "hydra", "ompi", "torchrun", "slurm".
+const char* launcher_name(Launcher l);
+// "auto" gives nullopt; an unknown name throws CCL_ERROR_INVALID_ARGUMENT naming `var`.
+std::optional<Launcher> parse_launcher(const char* var, const std::string& text);
+
 struct Config {
-    LogLevel log_level = LogLevel::warn;      // CCL_LOG_LEVEL
-    double timeout_s = 300;                   // CCL_TIMEOUT: deadline of every collective wait
-    double kvs_timeout_s = 60;                // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
-    std::string kvs_iface;                    // CCL_KVS_IFACE: interface the KVS server binds
-    int kvs_port = 0;                         // CCL_KVS_PORT: torchrun-style; 0 = MASTER_PORT + 1
-    std::optional<kvs::Secret> kvs_secret;    // CCL_KVS_SECRET: torchrun-style job secret
+    LogLevel log_level = LogLevel::warn;  // CCL_LOG_LEVEL
+    double timeout_s = 300;               // CCL_TIMEOUT: deadline of every collective wait
+    double kvs_timeout_s = 60;            // CCL_KVS_TIMEOUT: KVS connects and bootstrap waits
+    std::string kvs_iface;                // CCL_KVS_IFACE: interface the KVS server binds
+    int kvs_port = 0;                     // CCL_KVS_PORT: torchrun-style; 0 = MASTER_PORT + 1
+    std::optional<std::array<uint8_t, 16>> kvs_secret;  // CCL_KVS_SECRET: torchrun-style secret
     size_t shm_buffer_size = 1u << 20;        // CCL_SHM_BUFFER_SIZE: per rank and buffer, bytes
     std::string allreduce_algo = "auto";      // CCL_ALLREDUCE: auto | direct | rsag | cma
     size_t allreduce_direct_max = 64u << 10;  // CCL_ALLREDUCE_DIRECT_MAX: largest auto direct
@@ -28,8 +36,6 @@ struct Config {
     bool allreduce_cma_max_set = false;       // given by the user: holds with threaded copies
     int worker_count = 1;                     // CCL_WORKER_COUNT: progress threads per process
     std::vector<int> worker_cpus;             // CCL_WORKER_AFFINITY: empty = auto (not pinned)
-    int local_rank = 0;                       // the launcher's local rank: picks our cpus
-    int local_size = 1;                       // the launcher's local size: ranks sharing them
     size_t cache_size = 1024;                 // CCL_CACHE_SIZE: match_id schedules kept
     bool single_copy = true;                  // CCL_SINGLE_COPY: cross-memory attach if it works
     size_t cma_min = 0;                       // CCL_CMA_MIN: single-copy blocks; 0 = auto (probed)
@@ -52,13 +58,7 @@ struct Config {
     // fabric's of another.
     size_t fabric_pipeline_chunk = 2u << 20;
     // CCL_PROCESS_LAUNCHER: the launcher to take the job from; nullopt = auto (detect it).
-    std::optional<kvs::Launcher> process_launcher;
-    // The launcher that started this process (kvs/launcher.h), or why none could be told. A
-    // missing or confused launcher is not a configuration error: only ccl_comm_create_from_env
-    // needs one, and reports launch_error; without a launch, local_rank and local_size come from
-    // LOCAL_RANK and LOCAL_WORLD_SIZE.
-    std::optional<kvs::Launch> launch;
-    std::optional<Error> launch_error;
+    std::optional<Launcher> process_launcher;
 };
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the

@@ -2,4 +2,4 @@
 // (CMakeLists.txt) and reduce.cpp calls it only when the CPU has them.
 #define CCL_KERNELS_NS kernels_avx2
 #define CCL_VEC_BYTES 32
-#include "core/reduce_kernels.h"
+#include "base/reduce_kernels.h"

@@ -1,4 +1,4 @@
-#include "core/pool.h"
+#include "base/pool.h"
 
 #include <new>
 

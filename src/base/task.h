@@ -10,7 +10,7 @@
 #include <functional>
 #include <utility>
 
-#include "core/pool.h"
+#include "base/pool.h"
 
 namespace ccl {
 

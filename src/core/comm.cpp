@@ -133,17 +133,11 @@ std::unique_ptr<Bootstrap> kvs_bootstrap(kvs::Client& kvs, int size, int rank) {
     return std::make_unique<KvsBootstrap>(kvs, size, rank);
 }
 
-// Threads per large single-copy transfer (shm::cma_parallel): CCL_CMA_THREADS, or this rank's
-// share of the node's cpus within the cpus it may use (cclrun and CCL_BIND give each rank its
-// share), at most 4. On the Xeon host, each of 2 ranks in a ring reading 16 MiB from the next:
-// 2.0 ms on one thread, 1.05 on two, 0.54 on four; 4 ranks: 2.2, 1.04, 0.85 (64 MiB: 15.1, 8.5,
-// 6.5, the memory's limit nearing).
+// Threads per large single-copy transfer (shm::cma_parallel, tuning::cma_threads).
 int cma_threads_wanted(const Config& c, const Topology& t) {
-    if (c.cma_threads) return c.cma_threads;
     cpu_set_t mine;
     const int own = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? CPU_COUNT(&mine) : 1;
-    const int share = t.node_cpus() > 0 ? t.node_cpus() / std::max(1, t.local_size()) : 1;
-    return std::clamp(std::min(own, share), 1, 4);
+    return tuning::cma_threads(c.cma_threads, own, t.node_cpus(), t.local_size());
 }
 
 }  // namespace
@@ -163,12 +157,13 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         setup_single_node(boot);
     else
         setup_multinode(boot);
+    shape_ = {size_, arena_->nranks(), arena_->buffer_size(), multinode(), {}};
     check_settings_agree();
     // A launch's communicator sets the process's threads per transfer; a split's ranks are its
     // parent's.
     const int threads = bind ? cma_threads_wanted(config_, topo_) : shm::cma_threads();
-    single_copy_ = probe_single_copy(threads);
-    if (bind && single_copy_) {
+    shape_.copy = probe_single_copy(threads);
+    if (bind && shape_.copy.on) {
         shm::cma_parallel(threads, config_.cma_slice,
                           std::chrono::microseconds(config_.poll_time_us));
         if (threads > 1 && rank == 0)
@@ -181,8 +176,8 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         "rank {}/{}: communicator ready, {} node(s), transport {} ({} KiB per buffer, single "
         "copy {}), {} kernels, {} local rank(s) on {} cpu(s): {} waits",
         rank, size, topo_.nnodes(), transports(), arena_->buffer_size() >> 10,
-        single_copy_ ? "on" : "off", isa_name(reduce_isa()), topo_.local_size(), topo_.node_cpus(),
-        arena_->policy().own_core ? "spinning" : "yielding");
+        shape_.copy.on ? "on" : "off", isa_name(reduce_isa()), topo_.local_size(),
+        topo_.node_cpus(), arena_->policy().own_core ? "spinning" : "yielding");
 }
 
 Communicator::~Communicator() {
@@ -405,8 +400,8 @@ void Communicator::check_settings_agree() {
                                 "; every rank must be given the same (it chooses algorithms)");
 }
 
-bool Communicator::probe_single_copy(int cma_threads) {
-    if (size_ == 1) return false;
+tuning::SingleCopy Communicator::probe_single_copy(int cma_threads) {
+    if (size_ == 1) return {};
     // Every rank reads a word of the next rank's memory; all must succeed (and want it).
     const int64_t word = 0x63636c;
     std::vector<int64_t> mine{::getpid(), int64_t(reinterpret_cast<intptr_t>(&word))};
@@ -431,98 +426,40 @@ bool Communicator::probe_single_copy(int cma_threads) {
             .run_blocking();
     const uint64_t per_byte =
         kernel_ns > 0 && user_ns > 0 ? uint64_t(100 * kernel_ns / user_ns) : 0;
-    // One allreduce (max) agrees on all of it: whether any rank failed, the fastest probe (noise
-    // only adds to one; as its complement), the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
-    // CCL_ALLTOALL_CMA_MAX given, the largest floor of a node with more ranks than cpus
-    // (shm::crowded_cma_min_bytes; none where a node's cpus are unknown), and the dearest and
-    // cheapest byte (the kernel's copy over memcpy, x100; the cheapest as its complement), and
-    // whether any rank copies large transfers on one thread. Every rank must choose alike: an
-    // all-to-all's ranks each decide for all, and the planner's choices follow from these.
-    const uint64_t crowd_floor =
-        shm::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus());
+    // One allreduce (max) agrees on all of it, so that every rank chooses alike (an all-to-all's
+    // ranks each decide for all): whether any rank failed, the fastest probe (noise only adds to
+    // one; as its complement), the largest CCL_CMA_MIN, CCL_ALLGATHER_CMA_MAX and
+    // CCL_ALLTOALL_CMA_MAX given, the largest floor of a node with more ranks than cpus (none
+    // where a node's cpus are unknown), the dearest and cheapest byte (the cheapest as its
+    // complement), and whether any rank copies large transfers on one thread.
     uint64_t vote[9] = {ns < 0,
                         ~(ns < 0 ? UINT64_MAX : uint64_t(ns)),
                         config_.cma_min,
                         config_.allgather_cma_max,
                         config_.alltoall_cma_max,
-                        crowd_floor,
+                        tuning::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus()),
                         per_byte,
                         ~per_byte,
                         uint64_t(cma_threads < 2)},
              agreed[9];
     run({CollType::allreduce, 9, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
-    threaded_cma_ = agreed[8] == 0;
-    const bool every = agreed[0] == 0;
-    const uint64_t fastest = ~agreed[1], given = agreed[2], crowded = agreed[5];
-    // Where the kernel's copies are dear by the byte, the arena's two copies beat one through the
-    // kernel up to sizes past the caches (the 2-core AMD VM, 2 ranks, us, through the arena /
-    // single copy: allgather 2 MiB 58 / 89, 16 MiB 940 / 1232; sendrecv 2 MiB 72 / 138 but 16 MiB
-    // 2993 / 2136; allreduce 2 MiB 103 / 166): single copy only for large blocks
-    // (shm::dear_cma_min_bytes), and no single-copy allgathers, broadcasts, allreduces or reduces.
-    // With a cpu per rank the dearest rank's byte decides. On a crowded node a rank's copies are
-    // cut by the others' turns on its cpu, which adds to either copy at random (the 2-core Xeon VM,
-    // 4 ranks, eight launches: ranks' ratios 1.4-3.3, the dearest over 3 in two launches, the
-    // cheapest 1.4-2.0), so there the cheapest rank's byte decides.
-    const uint64_t per_byte_agreed = crowded ? ~agreed[7] : agreed[6];
-    dear_bytes_ = shm::cma_dear_bytes(double(per_byte_agreed), 100);
-    if (!every && config_.single_copy && rank_ == 0)
+    tuning::Probe p;
+    p.works = agreed[0] == 0;
+    p.fixed_ns = double(~agreed[1]);
+    p.cma_min = size_t(agreed[2]);
+    p.allgather_cma_max = size_t(agreed[3]);
+    p.alltoall_cma_max = size_t(agreed[4]);
+    p.crowd_floor = size_t(agreed[5]);
+    p.dearest_x100 = agreed[6];
+    p.cheapest_x100 = ~agreed[7];
+    p.threaded = agreed[8] == 0;
+    const tuning::SingleCopy copy = tuning::single_copy(p, topo_.local_size(), topo_.node_cpus());
+    if (!p.works && config_.single_copy && rank_ == 0)
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
-    const size_t probed = shm::cma_min_bytes(double(fastest));
-    cma_min_ = given ? size_t(given) : shm::dear_cma_min_bytes(probed, crowded, dear_bytes_);
-    p2p_cma_min_ =
-        given ? cma_min_
-              : shm::crowded_p2p_cma_min_bytes(cma_min_, topo_.local_size(), topo_.node_cpus());
-    // Where the kernel's copies are dear (the AMD VM: blocks from 256 KiB), the arena's copies in
-    // cache-sized pieces beat them for allgathers at every size (4 ranks, 2 MiB: 168-173 us
-    // against 330-387). Where they are cheap (the Xeon host: 16 KiB), single copy won allgathers
-    // below 32 MiB (64 MiB: 8.3-8.9 ms through the arena, whose copy-outs stream past the caches,
-    // against 13.1-13.7). All-to-alls: shm::alltoall_cma_max_bytes.
-    const bool cheap = cma_min_ <= kCheapCmaBlock && (given || (crowded == 0 && !dear_bytes_));
-    allgather_cma_max_ = agreed[3] ? size_t(agreed[3]) : cheap ? size_t(32) << 20 : 0;
-    // An allgather's block is read by every other rank: single copy saves its one copy into the
-    // arena but pays the kernel's pinning once per reader, and many readers slow each other (the
-    // Xeon host, 16 ranks, 256 KiB: 74-92 us single copy, 32-37 through the arena). So where the
-    // bound is automatic, each rank on the node beyond 4 doubles the smallest block that goes
-    // single copy (8 ranks: 256 KiB; from 16, none: it reaches the bound). Through the arena
-    // now, against single copy: 8 ranks, 256 KiB 35-40 us against 48-54; 16 ranks, 16 MiB
-    // 2.7-3.3 ms against 4.2-5.4. Still single copy: 8 ranks, an allgatherv of 16 MiB, 2.1-2.2 ms
-    // against 2.6-2.7.
-    allgather_cma_min_ = cma_min_;
-    for (int r = 4; !agreed[3] && r < topo_.local_size() && allgather_cma_min_ < allgather_cma_max_;
-         ++r)
-        allgather_cma_min_ *= 2;
-    alltoall_cma_max_ = agreed[4] ? size_t(agreed[4])
-                                  : shm::alltoall_cma_max_bytes(cheap, dear_bytes_, crowded != 0);
-    auto below = [](size_t bound) {
-        return bound == 0          ? std::string("none")
-               : bound == SIZE_MAX ? std::string("any size")
-                                   : "below " + std::to_string(bound >> 10) + " KiB";
-    };
-    const std::string allgathers = allgather_cma_min_ >= allgather_cma_max_
-                                       ? "none"
-                                       : "blocks from " + std::to_string(allgather_cma_min_ >> 10) +
-                                             " KiB in messages " + below(allgather_cma_max_);
-    if (every && rank_ == 0)
-        log().info(
-            "single copy for blocks from {} KiB ({}{}; a byte through the kernel took {}x "
-            "memcpy's{}){}; allgathers: {}; all-to-all blocks: {}",
-            cma_min_ >> 10,
-            given ? "CCL_CMA_MIN" : "a transfer's fixed cost: " + std::to_string(fastest) + " ns",
-            cma_min_ != probed && !given
-                ? ", raised from " + std::to_string(probed >> 10) +
-                      " KiB: the kernel's bytes are dear" +
-                      (crowded ? ", on a node with more ranks than cpus" : "")
-                : "",
-            std::to_string(per_byte_agreed / 100) + "." + std::to_string(per_byte_agreed / 10 % 10),
-            dear_bytes_ ? ", dear: allreduces and reduces through the arena" : "",
-            p2p_cma_min_ != cma_min_ ? "; sends from " + std::to_string(p2p_cma_min_ >> 10) +
-                                           " KiB (more ranks than cpus)"
-                                     : std::string(),
-            allgathers,
-            alltoall_cma_max_ > cma_min_ ? below(alltoall_cma_max_) : std::string("none"));
-    return every;
+    if (p.works && rank_ == 0) log().info("{}", tuning::describe(p, copy));
+    return copy;
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
@@ -661,7 +598,7 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
                             std::shared_ptr<Request>* req) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     // One that may go single-copy takes the general path, which offers its buffer to the sender.
-    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= p2p_cma_min() || !idle())
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= shape_.copy.p2p_min || !idle())
         return false;
     check_broken(false);  // as start() does
     if (sig.count != last_recv_.count || sig.dtype != last_recv_.dtype) {
@@ -695,7 +632,7 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
 
 bool Communicator::send_now(const CollSignature& sig, const Buffers& bufs) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
-    if (fabric_ || bytes > shm::Mailbox::kSpanMax || bytes >= p2p_cma_min()) return false;
+    if (fabric_ || bytes > shm::Mailbox::kSpanMax || bytes >= shape_.copy.p2p_min) return false;
     check_broken();  // as run() does for a send
     if (sig.count != last_send_.count || sig.dtype != last_send_.dtype) {
         last_send_ = sig;

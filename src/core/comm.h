@@ -19,6 +19,7 @@
 #include "core/request.h"
 #include "core/schedule.h"
 #include "core/topology.h"
+#include "core/tuning.h"
 #include "shm/arena.h"
 #include "shm/mailbox.h"
 
@@ -87,28 +88,10 @@ public:
         const size_t ranks = size_t(arena_->nranks());
         return (arena_->segment().size() + mailbox_->segment().size() + ranks - 1) / ranks;
     }
-    // Whether every rank may copy straight from its peers' memory (shm/cma.h): CCL_SINGLE_COPY on
-    // every rank and the probe at creation worked between every pair of neighbours.
-    bool single_copy() const { return single_copy_; }
-    // Whether allreduce and reduce may go single copy of their own choice (CCL_ALLREDUCE=auto):
-    // not where the kernel's bytes are dear (the probe at creation).
-    bool auto_single_copy_reductions() const { return single_copy_ && !dear_bytes_; }
-    // Blocks from this size go single-copy where the algorithm allows (point to point, all-to-all,
-    // allgather): CCL_CMA_MIN, or chosen by the probe (shm::cma_min_bytes). SIZE_MAX: never.
-    size_t cma_min() const { return single_copy_ ? cma_min_ : SIZE_MAX; }
-    // Sends and receives from this size go single copy: cma_min(), raised on a node with more
-    // ranks than cpus (shm::crowded_p2p_cma_min_bytes) unless CCL_CMA_MIN is given.
-    size_t p2p_cma_min() const { return single_copy_ ? p2p_cma_min_ : SIZE_MAX; }
-    // Whether the kernel's copies are cheap here: single copy pays from blocks of 64 KiB or less.
-    bool cheap_single_copy() const { return cma_min() <= kCheapCmaBlock; }
-    // Allgather(v) messages below this go single copy, blocks from allgather_cma_min() (cma_min(),
-    // raised with the node's ranks where CCL_ALLGATHER_CMA_MAX is auto); none where min >= max.
-    size_t allgather_cma_max() const { return single_copy_ ? allgather_cma_max_ : 0; }
-    size_t allgather_cma_min() const { return single_copy_ ? allgather_cma_min_ : SIZE_MAX; }
-    // All-to-all blocks below this go single copy (from cma_min()); SIZE_MAX: no bound.
-    size_t alltoall_cma_max() const { return alltoall_cma_max_; }
-    // Whether every rank cuts large single-copy transfers across threads (shm::cma_parallel).
-    bool threaded_cma() const { return threaded_cma_; }
+    // What algorithm choice needs of the communicator (core/tuning.h): its ranks, its node's,
+    // and what single copy may carry (CCL_SINGLE_COPY on every rank and the probe at creation
+    // worked between every pair of neighbours; the bounds derived from the probe).
+    const tuning::Shape& shape() const { return shape_; }
 
     // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
@@ -177,8 +160,9 @@ private:
     // Collective, at creation: fails (CCL_ERROR_INVALID_USAGE, naming the variable) where ranks
     // were given different settings that choose algorithms.
     void check_settings_agree();
-    // Collective, at creation: `cma_threads`, the threads this rank will cut large transfers in.
-    bool probe_single_copy(int cma_threads);
+    // Collective, at creation: what single copy may carry; `cma_threads`, the threads this rank
+    // will cut large transfers in.
+    tuning::SingleCopy probe_single_copy(int cma_threads);
     shm::WaitPolicy wait_policy() const;  // how this node's ranks wait (shm/wait.h)
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
     void setup_single_node(Bootstrap& boot);
@@ -193,12 +177,7 @@ private:
     std::optional<shm::Mailbox> mailbox_;
     Topology topo_;
     std::unique_ptr<transport::Fabric> fabric_;  // only across nodes
-    bool single_copy_ = false;
-    size_t cma_min_ = SIZE_MAX, p2p_cma_min_ = SIZE_MAX, allgather_cma_min_ = SIZE_MAX;
-    size_t allgather_cma_max_ = 0, alltoall_cma_max_ = SIZE_MAX;
-    static constexpr size_t kCheapCmaBlock = size_t(64) << 10;
-    bool dear_bytes_ = false;    // the probe found the kernel's bytes dear (every rank agrees)
-    bool threaded_cma_ = false;  // every rank cuts large transfers across threads
+    tuning::Shape shape_;
     // The last few uncached calls' plans (caller's thread only): loops that alternate a few
     // calls (send and recv, allreduce and broadcast) plan each once.
     std::array<std::shared_ptr<const Schedule>, 8> recent_;

@@ -6,6 +6,7 @@
 #include "base/reduce.h"
 #include "core/comm.h"
 #include "core/planner.h"
+#include "core/tuning.h"
 #include "shm/collectives.h"
 #include "transport/collectives.h"
 #include "transport/fabric.h"
@@ -60,14 +61,17 @@ Task copy(const void* send, void* recv, size_t bytes) {
     co_return;
 }
 
-// A reduction to local rank `root` of the node (the shm algorithms' choice by size); on a node
-// of one rank, the copy to recv.
+// A reduction to local rank `root` of the node, as a node's reduce through the arena would choose
+// (core/tuning); on a node of one rank, the copy to recv.
 Task local_reduce(Communicator& c, shm::Signature d, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
-    if (c.topology().local_size() == 1) return copy(send, recv, count * dtype_size(dtype));
-    if (count * dtype_size(dtype) <= reduce_direct_max(c.config(), c.topology().local_size()))
-        return shm::reduce_direct(c.arena(), d, send, recv, count, dtype, op, root);
-    return shm::reduce_split(c.arena(), d, send, recv, count, dtype, op, root);
+    const int local = c.topology().local_size();
+    const size_t bytes = count * dtype_size(dtype);
+    if (local == 1) return copy(send, recv, bytes);
+    const tuning::Shape node{local, local, c.arena().buffer_size(), false, {}};
+    if (tuning::choose(CollType::reduce, bytes, node, c.config()) == Algo::reduce_split)
+        return shm::reduce_split(c.arena(), d, send, recv, count, dtype, op, root);
+    return shm::reduce_direct(c.arena(), d, send, recv, count, dtype, op, root);
 }
 
 // A broadcast from local rank `root` of the node; nothing on a node of one rank.
@@ -479,8 +483,8 @@ Task local_alltoallv(Communicator& c, shm::Signature d, const void* send, const 
     for (size_t i = 0; i < L; ++i) consecutive = consecutive && size_t(local[i]) == f + i;
     if (consecutive) {
         CCL_NESTED(shm::alltoallv(c.arena(), d, at(send, soff[f]), sendcounts.data() + f,
-                                  at(recv, roff[f]), recvcounts.data() + f, dtype, c.cma_min(),
-                                  c.alltoall_cma_max()));
+                                  at(recv, roff[f]), recvcounts.data() + f, dtype,
+                                  c.shape().copy.min, c.shape().copy.alltoall_max));
         co_return;
     }
     std::vector<size_t> sc(L), rc(L);
@@ -495,7 +499,7 @@ Task local_alltoallv(Communicator& c, shm::Signature d, const void* send, const 
     for (size_t i = 0, off = 0; i < L; off += sc[i++] * esize)
         std::memcpy(in.data() + off, at(send, soff[size_t(local[i])]), sc[i] * esize);
     CCL_NESTED(shm::alltoallv(c.arena(), d, in.data(), sc.data(), out.data(), rc.data(), dtype,
-                              c.cma_min(), c.alltoall_cma_max()));
+                              c.shape().copy.min, c.shape().copy.alltoall_max));
     for (size_t i = 0, off = 0; i < L; off += rc[i++] * esize)
         std::memcpy(at(recv, roff[size_t(local[i])]), out.data() + off, rc[i] * esize);
 }

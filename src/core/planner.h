@@ -1,5 +1,5 @@
-// The planner: picks an algorithm for a call from its signature, the communicator's shape and the
-// CCL_<COLL> overrides, and builds the schedule (set-up happens here, data moves in execute()).
+// The planner: builds a call's schedule from the algorithm core/tuning chooses for it (set-up
+// happens here, data moves in execute()).
 #pragma once
 
 #include <vector>
@@ -9,15 +9,16 @@
 namespace ccl {
 
 class Communicator;
-struct Config;
+namespace shm {
+class Mailbox;
+}
 
 Schedule plan(Communicator& comm, const CollSignature& sig);
-// The same for a communicator across nodes (core/hierarchical.h).
-Schedule plan_multinode(Communicator& comm, const CollSignature& sig);
-
-// The largest reduce (bytes) that runs direct among n co-located ranks by default; beyond it,
-// single copy or split (split on each node of a communicator across nodes).
-size_t reduce_direct_max(const Config& cfg, int n);
+// The same for a communicator across nodes (core/hierarchical.h), given the chosen algorithm.
+Schedule plan_multinode(Communicator& comm, const CollSignature& sig, Algo algo);
+// A send or receive (sig.coll) through the node's mailbox, to local rank `peer`; single copy
+// from `cma_min` bytes.
+Step mailbox_step(shm::Mailbox& box, const CollSignature& sig, int peer, size_t cma_min);
 
 // One call of a group, as the planner fuses them.
 struct GroupCall {

@@ -1,7 +1,8 @@
 // The planner's part for communicators across nodes: one hierarchical step per call
-// (core/hierarchical.h); the single-node planner (planner.cpp) is untouched by it.
+// (core/hierarchical.h), as core/tuning chose it.
 #include <cstring>
 
+#include "base/error.h"
 #include "base/reduce.h"
 #include "core/comm.h"
 #include "core/hierarchical.h"
@@ -10,38 +11,34 @@
 
 namespace ccl {
 
-Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
+Schedule plan_multinode(Communicator& comm, const CollSignature& sig, Algo algo) {
     Schedule s{sig, {}};
     Communicator& c = comm;
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     const Topology& t = comm.topology();
-    switch (sig.coll) {
-        case CollType::allreduce:
-            if (sig.count == 0) break;
+    switch (algo) {
+        case Algo::none: break;
+        case Algo::hier_allreduce:
             s.steps.push_back({"hier/allreduce",
                                [&c, sig, d = sig.round(Algo::hier_allreduce)](const Buffers& b) {
                                    return hier::allreduce(c, d, b.send, b.recv, sig.count,
                                                           sig.dtype, sig.op);
                                }});
             break;
-        case CollType::broadcast:
-            if (sig.count == 0) break;
+        case Algo::hier_broadcast:
             s.steps.push_back(
                 {"hier/broadcast",
                  [&c, bytes, root = sig.root, d = sig.round(Algo::hier_broadcast)](
                      const Buffers& b) { return hier::broadcast(c, d, b.recv, bytes, root); }});
             break;
-        case CollType::reduce:
-            if (sig.count == 0) break;
+        case Algo::hier_reduce:
             s.steps.push_back(
                 {"hier/reduce", [&c, sig, d = sig.round(Algo::hier_reduce)](const Buffers& b) {
                      return hier::reduce(c, d, b.send, b.recv, sig.count, sig.dtype, sig.op,
                                          sig.root);
                  }});
             break;
-        case CollType::allgather:
-        case CollType::allgatherv: {
-            if (sig.count == 0) break;
+        case Algo::hier_allgather: {
             std::vector<size_t> equal;
             if (sig.coll == CollType::allgather) equal.assign(size_t(comm.size()), sig.count);
             s.steps.push_back(
@@ -52,8 +49,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                  }});
             break;
         }
-        case CollType::reduce_scatter:
-            if (sig.count == 0) break;
+        case Algo::hier_reduce_scatter:
             s.steps.push_back(
                 {"hier/reduce_scatter",
                  [&c, sig, d = sig.round(Algo::hier_reduce_scatter)](const Buffers& b) {
@@ -61,9 +57,7 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                                                  sig.op);
                  }});
             break;
-        case CollType::alltoall:
-        case CollType::alltoallv: {
-            if (sig.coll == CollType::alltoall && sig.count == 0) break;
+        case Algo::hier_alltoall: {
             const size_t n = size_t(comm.size());
             std::vector<size_t> equal;
             if (sig.coll == CollType::alltoall) equal.assign(n, sig.count);
@@ -80,26 +74,13 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                  }});
             break;
         }
-        case CollType::send:
-        case CollType::recv: {
+        case Algo::p2p: {
             const int peer = sig.root;
             const bool is_send = sig.coll == CollType::send;
             const uint32_t digest = sig.p2p_digest();
-            if (t.node_of(peer) == t.node()) {
-                // A co-located peer: the node's mailbox, by local rank.
-                const int lpeer = t.local_rank_of(peer);
-                shm::Mailbox& box = comm.mailbox();
-                const size_t cma_min = comm.p2p_cma_min();
-                if (is_send)
-                    s.steps.push_back(
-                        {"shm/send", [&box, bytes, lpeer, cma_min, digest](const Buffers& b) {
-                             return box.send(b.send, bytes, digest, lpeer, cma_min);
-                         }});
-                else
-                    s.steps.push_back(
-                        {"shm/recv", [&box, bytes, lpeer, cma_min, digest](const Buffers& b) {
-                             return box.recv(b.recv, bytes, digest, lpeer, cma_min);
-                         }});
+            if (t.node_of(peer) == t.node()) {  // a co-located peer: the node's mailbox
+                s.steps.push_back(mailbox_step(comm.mailbox(), sig, t.local_rank_of(peer),
+                                               comm.shape().copy.p2p_min));
                 break;
             }
             if (is_send)
@@ -112,12 +93,15 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig) {
                                    }});
             break;
         }
-        case CollType::barrier:
+        case Algo::hier_barrier:
             s.steps.push_back(
                 {"hier/barrier", [&c, d = sig.round(Algo::hier_barrier)](const Buffers&) {
                      return hier::barrier(c, d);
                  }});
             break;
+        default:
+            throw Error(CCL_ERROR_INTERNAL,
+                        std::string("no plan across nodes for ") + algo_name(algo));
     }
     return s;
 }

@@ -48,6 +48,8 @@ const char* algo_name(Algo algo) {
         case Algo::hier_reduce_scatter: return "hier/reduce_scatter";
         case Algo::hier_barrier: return "hier/barrier";
         case Algo::hier_alltoall: return "hier/alltoall";
+        case Algo::local_copy: return "local_copy";
+        case Algo::p2p: return "p2p";
     }
     return "?";
 }

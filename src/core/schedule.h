@@ -31,8 +31,9 @@ enum class CollType {
 const char* coll_name(CollType coll);
 inline bool is_p2p(CollType coll) { return coll == CollType::send || coll == CollType::recv; }
 
-// The algorithms whose rounds a call's signature names (CollSignature::round): ranks that chose
-// differently fail with a mismatch instead of mixing algorithms. Under 128 (7 bits).
+// The algorithms: what core/tuning chooses for a call, and what the rounds of the call's signature
+// name (CollSignature::round), so that ranks that chose differently fail with a mismatch instead
+// of mixing algorithms. Under 128 (7 bits).
 enum class Algo : uint8_t {
     none = 0,
     direct,
@@ -59,6 +60,8 @@ enum class Algo : uint8_t {
     hier_reduce_scatter,
     hier_barrier,
     hier_alltoall,
+    local_copy,  // a reduction on one rank: the copy of its input (no rounds)
+    p2p,         // sends and receives: the mailbox, or the fabric to another node (no rounds)
 };
 const char* algo_name(Algo algo);
 

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -341,32 +340,6 @@ Task cma_copy_costs(Arena& arena, Signature sig, size_t bytes, int reps, bool ke
         if (kernel) co_await arena.all_done();  // the previous rank reads `mine` until then
     }
     if (failed) *kernel_ns = -1;
-}
-
-size_t cma_min_bytes(double probe_ns) {
-    const int shift = int(std::lround((probe_ns - 800) / 275));
-    return (size_t(8) << 10) << std::clamp(shift + 1, 0, 6);  // 16 KiB at shift 0
-}
-
-size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus) {
-    if (cpus <= 0 || local_ranks <= cpus) return cma_min;
-    return std::max(cma_min, (size_t(4) << 20) * size_t(cpus) / size_t(local_ranks));
-}
-
-size_t crowded_p2p_cma_min_bytes(size_t cma_min, int local_ranks, int cpus) {
-    if (cpus <= 0 || local_ranks <= cpus) return cma_min;
-    return std::max(cma_min, (size_t(16) << 10) * size_t(local_ranks) / size_t(cpus));
-}
-
-size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded) {
-    if (cheap) return SIZE_MAX;
-    if (dear && !crowded) return 0;
-    return size_t(crowded && !dear ? 8 : 4) << 20;
-}
-
-size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear) {
-    if (!dear) return probed;
-    return std::max(probed, crowd_floor ? crowd_floor : size_t(4) << 20);
 }
 
 }  // namespace ccl::shm

@@ -1,4 +1,5 @@
-// The single-copy probe, the threshold chosen from it, and large transfers in slices (shm/cma.h).
+// The single-copy probe and large transfers in slices (shm/cma.h); the bounds chosen from the
+// probe: test_planner.cpp.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,62 +16,6 @@
 
 #include "base/error.h"
 #include "shm/cma.h"
-
-using ccl::shm::alltoall_cma_max_bytes;
-using ccl::shm::cma_min_bytes;
-using ccl::shm::crowded_cma_min_bytes;
-using ccl::shm::crowded_p2p_cma_min_bytes;
-using ccl::shm::dear_cma_min_bytes;
-
-TEST(Cma, ThresholdFollowsTheFixedCost) {
-    // The two machines it was fitted to, and the bounds.
-    EXPECT_EQ(cma_min_bytes(800), 16u << 10);
-    EXPECT_EQ(cma_min_bytes(700), 16u << 10);
-    EXPECT_EQ(cma_min_bytes(1850), 256u << 10);
-    EXPECT_EQ(cma_min_bytes(0), 8u << 10);
-    EXPECT_EQ(cma_min_bytes(-1), 8u << 10);
-    EXPECT_EQ(cma_min_bytes(1e9), 512u << 10);
-    // Never smaller for a dearer transfer.
-    for (double ns = 0; ns < 5000; ns += 25)
-        EXPECT_LE(cma_min_bytes(ns), cma_min_bytes(ns + 25)) << ns;
-}
-
-TEST(Cma, ThresholdRisesWithRanksPerCpu) {
-    // A core each (or the cpus unknown): as probed.
-    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 2, 2), 64u << 10);
-    EXPECT_EQ(crowded_cma_min_bytes(16u << 10, 16, 16), 16u << 10);
-    EXPECT_EQ(crowded_cma_min_bytes(16u << 10, 8, 0), 16u << 10);
-    // More ranks than cpus: 4 MiB over the ranks per cpu, never below the threshold given.
-    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 4, 2), 2u << 20);
-    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 8, 2), 1u << 20);
-    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 3, 2), (8u << 20) / 3);
-    EXPECT_EQ(crowded_cma_min_bytes(512u << 10, 64, 2), 512u << 10);
-    EXPECT_EQ(crowded_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
-    // As a node's floor (what Communicator votes on): none unless crowded.
-    EXPECT_EQ(crowded_cma_min_bytes(0, 4, 2), 2u << 20);
-    EXPECT_EQ(crowded_cma_min_bytes(0, 2, 2), 0u);
-    EXPECT_EQ(crowded_cma_min_bytes(0, 4, 0), 0u);
-}
-
-// Point to point on a crowded node: 16 KiB per rank per cpu at least; as given otherwise.
-TEST(Cma, SendsRiseWithRanksPerCpu) {
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 2, 2), 8u << 10);
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 0), 8u << 10);
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 3, 2), 24u << 10);
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 4, 2), 32u << 10);
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 2), 64u << 10);
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(2u << 20, 4, 2), 2u << 20);
-    EXPECT_EQ(crowded_p2p_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
-}
-
-TEST(Cma, AlltoallBoundFollowsTheNode) {
-    // cheap, dear, crowded
-    EXPECT_EQ(alltoall_cma_max_bytes(true, false, false), SIZE_MAX);
-    EXPECT_EQ(alltoall_cma_max_bytes(false, true, false), 0u);
-    EXPECT_EQ(alltoall_cma_max_bytes(false, true, true), 4u << 20);
-    EXPECT_EQ(alltoall_cma_max_bytes(false, false, true), 8u << 20);
-    EXPECT_EQ(alltoall_cma_max_bytes(false, false, false), 4u << 20);  // a dear probe alone
-}
 
 TEST(Cma, ProbeTimesAReadOrFails) {
     const uint64_t word = 42;
@@ -216,14 +161,4 @@ TEST_F(CmaThreads, BesideRunsBothAndRethrows) {
             EXPECT_FALSE(other_ended.load());  // the second still ran
         }
     }
-}
-
-TEST(Cma, ThresholdRisesOnlyWhereTheKernelsBytesAreDear) {
-    // Cheap bytes: as probed, crowded (a floor given) or not.
-    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 0, false), 16u << 10);
-    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 2u << 20, false), 16u << 10);
-    // Dear bytes: the crowded floor, else 4 MiB; never below the probed size.
-    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 2u << 20, true), 2u << 20);
-    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 0, true), 4u << 20);
-    EXPECT_EQ(dear_cma_min_bytes(8u << 20, 2u << 20, true), 8u << 20);
 }

@@ -7,7 +7,6 @@
 
 #include "base/config.h"
 #include "base/error.h"
-#include "core/planner.h"
 #include "kvs/launcher.h"
 
 namespace {
@@ -47,23 +46,6 @@ TEST(Config, Defaults) {
     EXPECT_EQ(c.allreduce_algo, "auto");
     EXPECT_EQ(c.log_level, ccl::LogLevel::warn);
     EXPECT_TRUE(c.bind);
-}
-
-// Reduce goes direct at every size at 2 ranks (CCL_ALLREDUCE=auto), up to CCL_ALLREDUCE_DIRECT_MAX
-// at up to 8 ranks; beyond, while the root's read (ranks x bytes) stays within 80 KiB. A value the
-// user gives holds at every rank count, and a CCL_ALLREDUCE other than auto keeps 2 ranks' bound.
-TEST(Config, ReduceDirectMax) {
-    const ccl::Config c = parse({});
-    EXPECT_EQ(ccl::reduce_direct_max(c, 2), SIZE_MAX);
-    EXPECT_EQ(ccl::reduce_direct_max(c, 3), 64u << 10);
-    EXPECT_EQ(ccl::reduce_direct_max(parse({{"CCL_ALLREDUCE", "cma"}}), 2), 64u << 10);
-    EXPECT_EQ(ccl::reduce_direct_max(parse({{"CCL_ALLREDUCE_DIRECT_MAX", "64K"}}), 2), 64u << 10);
-    EXPECT_EQ(ccl::reduce_direct_max(c, 8), 64u << 10);
-    EXPECT_EQ(ccl::reduce_direct_max(c, 16), 5u << 10);
-    EXPECT_EQ(ccl::reduce_direct_max(c, 10), 8u << 10);
-    const ccl::Config set = parse({{"CCL_ALLREDUCE_DIRECT_MAX", "32K"}});
-    EXPECT_EQ(ccl::reduce_direct_max(set, 16), 32u << 10);
-    EXPECT_EQ(ccl::reduce_direct_max(parse({{"CCL_ALLREDUCE_DIRECT_MAX", "1K"}}), 4), 1u << 10);
 }
 
 // CCL_BIND: whether a rank nobody bound binds itself (core/binding.h).

@@ -1,0 +1,338 @@
+// Algorithm choice without a communicator (core/tuning.h): each rule against the figures it was
+// fitted to (docs/tuning.md), and the single-copy bounds derived from a probe.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "base/config.h"
+#include "core/tuning.h"
+
+using ccl::Algo;
+using ccl::CollType;
+using ccl::Config;
+using ccl::tuning::Probe;
+using ccl::tuning::Shape;
+using ccl::tuning::SingleCopy;
+using namespace ccl::tuning;
+
+namespace {
+
+constexpr size_t KiB = 1024, MiB = 1024 * 1024;
+
+// n ranks on one node with 1 MiB arena buffers; single copy as given.
+Shape node(int n, SingleCopy copy = {}) { return {n, n, 1 * MiB, false, copy}; }
+
+// What a cheap machine's probe gives (the 16-core host): blocks from 16 KiB, copies threaded.
+SingleCopy cheap_copy(int local_ranks = 2) {
+    Probe p;
+    p.works = true;
+    p.fixed_ns = 800;
+    p.dearest_x100 = p.cheapest_x100 = 150;
+    p.threaded = true;
+    return single_copy(p, local_ranks, 16);
+}
+
+}  // namespace
+
+TEST(Planner, AllreduceDirectThenRsag) {
+    const Config cfg;
+    EXPECT_EQ(choose(CollType::allreduce, 8, node(2), cfg), Algo::direct);
+    EXPECT_EQ(choose(CollType::allreduce, 64 * KiB, node(2), cfg), Algo::direct);
+    EXPECT_EQ(choose(CollType::allreduce, 64 * KiB + 4, node(2), cfg), Algo::rsag);
+    // More ranks: while n x bytes stays within 24 KiB.
+    EXPECT_EQ(choose(CollType::allreduce, 6 * KiB, node(4), cfg), Algo::direct);
+    EXPECT_EQ(choose(CollType::allreduce, 6 * KiB + 4, node(4), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 3 * KiB, node(8), cfg), Algo::direct);
+    EXPECT_EQ(choose(CollType::allreduce, 3 * KiB + 4, node(8), cfg), Algo::rsag);
+    // A bound the user gives holds as is, at any number of ranks.
+    Config given;
+    given.allreduce_direct_max = 1 * MiB;
+    given.allreduce_direct_max_set = true;
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(8), given), Algo::direct);
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB + 4, node(8), given), Algo::rsag);
+}
+
+TEST(Planner, AllreduceAsTheUserForces) {
+    Config cfg;
+    cfg.allreduce_algo = "rsag";
+    EXPECT_EQ(choose(CollType::allreduce, 8, node(4), cfg), Algo::rsag);
+    cfg.allreduce_algo = "direct";
+    EXPECT_EQ(choose(CollType::allreduce, 64 * MiB, node(4), cfg), Algo::direct);
+    cfg.allreduce_algo = "cma";
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, cheap_copy(4)), cfg),
+              Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4), cfg), Algo::rsag);  // not allowed
+}
+
+TEST(Planner, AllreduceSingleCopyWhereItPays) {
+    const Config cfg;
+    const SingleCopy copy = cheap_copy(4);
+    // Slices (bytes / ranks) of 256 KiB or more; threaded copies: no upper bound.
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, copy), cfg), Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB - 64, node(4, copy), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 256 * MiB, node(4, copy), cfg), Algo::allreduce_cma);
+    // Copies on one thread: below CCL_ALLREDUCE_CMA_MAX (32 MiB).
+    SingleCopy one = copy;
+    one.threaded = false;
+    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(4, one), cfg), Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 32 * MiB, node(4, one), cfg), Algo::rsag);
+    // A bound the user gives holds with threaded copies too.
+    Config bounded;
+    bounded.allreduce_cma_max = 8 * MiB;
+    bounded.allreduce_cma_max_set = true;
+    EXPECT_EQ(choose(CollType::allreduce, 8 * MiB, node(4, copy), bounded), Algo::rsag);
+    // Dear bytes: never of its own choice.
+    SingleCopy dear = copy;
+    dear.dear = true;
+    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(4, dear), cfg), Algo::rsag);
+    // Arena buffers too small for a cache line of scratch per rank.
+    Shape tiny = node(4, copy);
+    tiny.buffer = 128;
+    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, tiny, cfg), Algo::rsag);
+}
+
+TEST(Planner, ReduceDirectAtTwoRanksAlways) {
+    const Config cfg;
+    EXPECT_EQ(choose(CollType::reduce, 64 * MiB, node(2), cfg), Algo::reduce_direct);
+    EXPECT_EQ(choose(CollType::reduce, 64 * MiB, node(2, cheap_copy()), cfg), Algo::reduce_direct);
+    // Up to 8 ranks as allreduce's bound (not scaled); from 10, n x bytes within 80 KiB.
+    EXPECT_EQ(choose(CollType::reduce, 64 * KiB, node(8), cfg), Algo::reduce_direct);
+    EXPECT_EQ(choose(CollType::reduce, 64 * KiB + 4, node(8), cfg), Algo::reduce_split);
+    EXPECT_EQ(choose(CollType::reduce, 5 * KiB, node(16), cfg), Algo::reduce_direct);
+    EXPECT_EQ(choose(CollType::reduce, 5 * KiB + 4, node(16), cfg), Algo::reduce_split);
+    // Beyond direct, single copy where allreduce would take it.
+    EXPECT_EQ(choose(CollType::reduce, 4 * MiB, node(4, cheap_copy(4)), cfg), Algo::reduce_cma);
+    // A bound or an algorithm the user gives holds at 2 ranks too.
+    Config given;
+    given.allreduce_direct_max = 1 * KiB;
+    given.allreduce_direct_max_set = true;
+    EXPECT_EQ(choose(CollType::reduce, 2 * KiB, node(2), given), Algo::reduce_split);
+    Config rsag;
+    rsag.allreduce_algo = "rsag";
+    EXPECT_EQ(choose(CollType::reduce, 1 * MiB, node(2), rsag), Algo::reduce_split);
+}
+
+// The bound of direct reduce from the knobs: a value the user gives holds at every rank count, and
+// a CCL_ALLREDUCE other than auto keeps 2 ranks' bound.
+TEST(Planner, ReduceDirectBoundFromTheKnobs) {
+    const Config cfg;
+    auto direct_up_to = [](size_t bytes, int n, const Config& c) {
+        return choose(CollType::reduce, bytes, node(n), c) == Algo::reduce_direct &&
+               choose(CollType::reduce, bytes + 4, node(n), c) == Algo::reduce_split;
+    };
+    EXPECT_TRUE(direct_up_to(64 * KiB, 3, cfg));
+    EXPECT_TRUE(direct_up_to(8 * KiB, 10, cfg));
+    Config cma;
+    cma.allreduce_algo = "cma";
+    EXPECT_TRUE(direct_up_to(64 * KiB, 2, cma));
+    Config given;
+    given.allreduce_direct_max_set = true;
+    EXPECT_TRUE(direct_up_to(64 * KiB, 2, given));
+    given.allreduce_direct_max = 32 * KiB;
+    EXPECT_TRUE(direct_up_to(32 * KiB, 16, given));
+    given.allreduce_direct_max = 1 * KiB;
+    EXPECT_TRUE(direct_up_to(1 * KiB, 4, given));
+}
+
+TEST(Planner, BroadcastInHalvesBetweenTwoWhereCopiesAreCheap) {
+    const Config cfg;
+    const SingleCopy copy = cheap_copy();
+    ASSERT_EQ(copy.min, 16 * KiB);
+    EXPECT_EQ(choose(CollType::broadcast, 32 * KiB, node(2, copy), cfg), Algo::broadcast_cma);
+    EXPECT_EQ(choose(CollType::broadcast, 32 * KiB - 1, node(2, copy), cfg), Algo::broadcast);
+    EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(4, copy), cfg), Algo::broadcast);
+    EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(2), cfg), Algo::broadcast);
+    SingleCopy dear_blocks = copy;  // blocks from 256 KiB: not cheap
+    dear_blocks.min = 256 * KiB;
+    EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(2, dear_blocks), cfg), Algo::broadcast);
+}
+
+TEST(Planner, AllgatherSingleCopyForBlocksInABound) {
+    const Config cfg;
+    const SingleCopy copy = cheap_copy();
+    ASSERT_EQ(copy.allgather_min, 16 * KiB);
+    ASSERT_EQ(copy.allgather_max, 32 * MiB);
+    // allgather: bytes are a block; allgatherv: the whole receive buffer.
+    EXPECT_EQ(choose(CollType::allgather, 16 * KiB, node(2, copy), cfg), Algo::allgather_cma);
+    EXPECT_EQ(choose(CollType::allgather, 8 * KiB, node(2, copy), cfg), Algo::allgather);
+    EXPECT_EQ(choose(CollType::allgather, 16 * MiB, node(2, copy), cfg), Algo::allgather);
+    EXPECT_EQ(choose(CollType::allgatherv, 32 * KiB, node(2, copy), cfg), Algo::allgather_cma);
+    EXPECT_EQ(choose(CollType::allgatherv, 16 * KiB, node(2, copy), cfg), Algo::allgather);
+    EXPECT_EQ(choose(CollType::allgather, 1 * MiB, node(2), cfg), Algo::allgather);
+}
+
+TEST(Planner, TheRestAndTheEdges) {
+    const Config cfg;
+    // One rank: reductions copy, the rest has nothing to do.
+    EXPECT_EQ(choose(CollType::allreduce, 8, node(1), cfg), Algo::local_copy);
+    EXPECT_EQ(choose(CollType::reduce, 8, node(1), cfg), Algo::local_copy);
+    EXPECT_EQ(choose(CollType::reduce_scatter, 8, node(1), cfg), Algo::local_copy);
+    EXPECT_EQ(choose(CollType::broadcast, 8, node(1), cfg), Algo::none);
+    EXPECT_EQ(choose(CollType::barrier, 0, node(1), cfg), Algo::none);
+    // No data: nothing, but for barriers, point to point and all-to-allv.
+    for (CollType c :
+         {CollType::allreduce, CollType::broadcast, CollType::reduce, CollType::allgather,
+          CollType::allgatherv, CollType::reduce_scatter, CollType::alltoall})
+        EXPECT_EQ(choose(c, 0, node(4), cfg), Algo::none) << ccl::coll_name(c);
+    EXPECT_EQ(choose(CollType::barrier, 0, node(4), cfg), Algo::barrier);
+    EXPECT_EQ(choose(CollType::send, 0, node(4), cfg), Algo::p2p);
+    EXPECT_EQ(choose(CollType::recv, 1 * MiB, node(4), cfg), Algo::p2p);
+    EXPECT_EQ(choose(CollType::alltoallv, 0, node(4), cfg), Algo::alltoall);
+    EXPECT_EQ(choose(CollType::reduce_scatter, 1 * MiB, node(4), cfg), Algo::reduce_scatter);
+    // All-to-all: the lanes while every rank's blocks fit one.
+    const size_t lane = ccl::shm::Arena::kLaneBytes;
+    EXPECT_EQ(choose(CollType::alltoall, lane / 4, node(4), cfg), Algo::alltoall_lane);
+    EXPECT_EQ(choose(CollType::alltoall, lane / 4 + 1, node(4), cfg), Algo::alltoall);
+    // Across nodes: the hierarchical algorithm of each collective.
+    Shape across = node(4);
+    across.multinode = true;
+    across.local_ranks = 2;
+    EXPECT_EQ(choose(CollType::allreduce, 8, across, cfg), Algo::hier_allreduce);
+    EXPECT_EQ(choose(CollType::allgatherv, 8, across, cfg), Algo::hier_allgather);
+    EXPECT_EQ(choose(CollType::alltoallv, 0, across, cfg), Algo::hier_alltoall);
+    EXPECT_EQ(choose(CollType::barrier, 0, across, cfg), Algo::hier_barrier);
+    EXPECT_EQ(choose(CollType::send, 8, across, cfg), Algo::p2p);
+    EXPECT_EQ(choose(CollType::broadcast, 0, across, cfg), Algo::none);
+    // Groups fuse allreduces within CCL_ALLREDUCE_DIRECT_MAX.
+    EXPECT_TRUE(fuses(64 * KiB, cfg));
+    EXPECT_FALSE(fuses(64 * KiB + 1, cfg));
+}
+
+TEST(Tuning, BoundsFromACheapProbe) {
+    const SingleCopy s = cheap_copy(2);
+    EXPECT_TRUE(s.on);
+    EXPECT_FALSE(s.dear);
+    EXPECT_TRUE(s.threaded);
+    EXPECT_EQ(s.min, 16 * KiB);
+    EXPECT_EQ(s.p2p_min, 16 * KiB);
+    EXPECT_EQ(s.allgather_min, 16 * KiB);
+    EXPECT_EQ(s.allgather_max, 32 * MiB);
+    EXPECT_EQ(s.alltoall_max, SIZE_MAX);
+    // Each rank on the node beyond 4 doubles an allgather's smallest single-copy block.
+    EXPECT_EQ(cheap_copy(8).allgather_min, 256 * KiB);
+    EXPECT_GE(cheap_copy(16).allgather_min, cheap_copy(16).allgather_max);  // none
+}
+
+TEST(Tuning, BoundsFromADearProbe) {
+    Probe p;
+    p.works = true;
+    p.fixed_ns = 1250;  // the AMD VM
+    p.dearest_x100 = 400;
+    p.cheapest_x100 = 350;
+    SingleCopy s = single_copy(p, 2, 2);
+    EXPECT_TRUE(s.dear);
+    EXPECT_EQ(s.min, 4 * MiB);
+    EXPECT_EQ(s.allgather_max, 0u);  // no single-copy allgathers
+    EXPECT_EQ(s.alltoall_max, 0u);   // nor all-to-all blocks
+    EXPECT_NE(describe(p, s).find("raised from 64 KiB: the kernel's bytes are dear"),
+              std::string::npos)
+        << describe(p, s);
+    // On a crowded node the cheapest rank's byte decides.
+    p.crowd_floor = crowded_cma_min_bytes(0, 4, 2);
+    p.cheapest_x100 = 150;
+    p.fixed_ns = 800;
+    s = single_copy(p, 4, 2);
+    EXPECT_FALSE(s.dear);
+    EXPECT_EQ(s.min, 16 * KiB);
+    EXPECT_EQ(s.p2p_min, 32 * KiB);  // 16 KiB per rank per cpu
+    EXPECT_EQ(s.allgather_max, 0u);  // crowded: not cheap
+    EXPECT_EQ(s.alltoall_max, 8 * MiB);
+    p.cheapest_x100 = 400;
+    s = single_copy(p, 4, 2);
+    EXPECT_TRUE(s.dear);
+    EXPECT_EQ(s.min, 2 * MiB);  // the crowded floor
+    EXPECT_EQ(s.alltoall_max, 4 * MiB);
+}
+
+TEST(Tuning, BoundsTheUserGaveHold) {
+    Probe p;
+    p.works = true;
+    p.fixed_ns = 800;
+    p.cma_min = 1 * MiB;
+    SingleCopy s = single_copy(p, 4, 2);
+    EXPECT_EQ(s.min, 1 * MiB);
+    EXPECT_EQ(s.p2p_min, 1 * MiB);  // not raised on a crowded node
+    p.allgather_cma_max = 8 * MiB;
+    p.alltoall_cma_max = 2 * MiB;
+    s = single_copy(p, 8, 16);
+    EXPECT_EQ(s.allgather_min, 1 * MiB);  // not doubled with the ranks
+    EXPECT_EQ(s.allgather_max, 8 * MiB);
+    EXPECT_EQ(s.alltoall_max, 2 * MiB);
+}
+
+TEST(Tuning, NoSingleCopyWhereTheProbeFailed) {
+    Probe p;
+    p.fixed_ns = 800;
+    const SingleCopy s = single_copy(p, 2, 2);
+    EXPECT_FALSE(s.on);
+    EXPECT_EQ(s.min, SIZE_MAX);
+    EXPECT_EQ(s.p2p_min, SIZE_MAX);
+    EXPECT_GE(s.allgather_min, s.allgather_max);
+    EXPECT_FALSE(s.cheap());
+}
+
+TEST(Tuning, ThreadsPerTransfer) {
+    EXPECT_EQ(cma_threads(3, 1, 16, 16), 3);  // given
+    EXPECT_EQ(cma_threads(0, 16, 16, 4), 4);
+    EXPECT_EQ(cma_threads(0, 64, 64, 2), 4);  // at most 4
+    EXPECT_EQ(cma_threads(0, 2, 16, 2), 2);   // within the cpus it may use
+    EXPECT_EQ(cma_threads(0, 16, 16, 16), 1);
+    EXPECT_EQ(cma_threads(0, 16, 0, 4), 1);  // the node's cpus unknown
+}
+
+TEST(Tuning, ThresholdFollowsTheFixedCost) {
+    // The two machines it was fitted to, and the bounds.
+    EXPECT_EQ(cma_min_bytes(800), 16u << 10);
+    EXPECT_EQ(cma_min_bytes(700), 16u << 10);
+    EXPECT_EQ(cma_min_bytes(1850), 256u << 10);
+    EXPECT_EQ(cma_min_bytes(0), 8u << 10);
+    EXPECT_EQ(cma_min_bytes(-1), 8u << 10);
+    EXPECT_EQ(cma_min_bytes(1e9), 512u << 10);
+    // Never smaller for a dearer transfer.
+    for (double ns = 0; ns < 5000; ns += 25)
+        EXPECT_LE(cma_min_bytes(ns), cma_min_bytes(ns + 25)) << ns;
+}
+TEST(Tuning, ThresholdRisesWithRanksPerCpu) {
+    // A core each (or the cpus unknown): as probed.
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 2, 2), 64u << 10);
+    EXPECT_EQ(crowded_cma_min_bytes(16u << 10, 16, 16), 16u << 10);
+    EXPECT_EQ(crowded_cma_min_bytes(16u << 10, 8, 0), 16u << 10);
+    // More ranks than cpus: 4 MiB over the ranks per cpu, never below the threshold given.
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 4, 2), 2u << 20);
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 8, 2), 1u << 20);
+    EXPECT_EQ(crowded_cma_min_bytes(64u << 10, 3, 2), (8u << 20) / 3);
+    EXPECT_EQ(crowded_cma_min_bytes(512u << 10, 64, 2), 512u << 10);
+    EXPECT_EQ(crowded_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
+    // As a node's floor (what Communicator votes on): none unless crowded.
+    EXPECT_EQ(crowded_cma_min_bytes(0, 4, 2), 2u << 20);
+    EXPECT_EQ(crowded_cma_min_bytes(0, 2, 2), 0u);
+    EXPECT_EQ(crowded_cma_min_bytes(0, 4, 0), 0u);
+}
+// Point to point on a crowded node: 16 KiB per rank per cpu at least; as given otherwise.
+TEST(Tuning, SendsRiseWithRanksPerCpu) {
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 2, 2), 8u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 0), 8u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 3, 2), 24u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 4, 2), 32u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(8u << 10, 8, 2), 64u << 10);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(2u << 20, 4, 2), 2u << 20);
+    EXPECT_EQ(crowded_p2p_cma_min_bytes(SIZE_MAX, 4, 2), SIZE_MAX);
+}
+TEST(Tuning, AlltoallBoundFollowsTheNode) {
+    // cheap, dear, crowded
+    EXPECT_EQ(alltoall_cma_max_bytes(true, false, false), SIZE_MAX);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, true, false), 0u);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, true, true), 4u << 20);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, false, true), 8u << 20);
+    EXPECT_EQ(alltoall_cma_max_bytes(false, false, false), 4u << 20);  // a dear probe alone
+}
+TEST(Tuning, ThresholdRisesOnlyWhereTheKernelsBytesAreDear) {
+    // Cheap bytes: as probed, crowded (a floor given) or not.
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 0, false), 16u << 10);
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 2u << 20, false), 16u << 10);
+    // Dear bytes: the crowded floor, else 4 MiB; never below the probed size.
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 2u << 20, true), 2u << 20);
+    EXPECT_EQ(dear_cma_min_bytes(16u << 10, 0, true), 4u << 20);
+    EXPECT_EQ(dear_cma_min_bytes(8u << 20, 2u << 20, true), 8u << 20);
+}

@@ -15,6 +15,7 @@
 
 #include "base/config.h"
 #include "base/error.h"
+#include "core/bootstrap.h"
 #include "core/executor.h"
 #include "core/request.h"
 #include "core/schedule.h"
@@ -25,9 +26,6 @@
 
 namespace ccl {
 
-namespace kvs {
-class Client;
-}
 namespace transport {
 class Fabric;
 }
@@ -35,21 +33,6 @@ class Fabric;
 struct CallOptions {
     std::string match_id;  // with to_cache: the cache key
     bool to_cache = false;
-};
-
-// How the ranks of a new communicator share what its rank 0 set up: through the KVS, or over the
-// communicator it is split from.
-class Bootstrap {
-public:
-    virtual ~Bootstrap() = default;
-    // A communicator's creation makes two exchanges, then one barrier, on every rank: allgather
-    // (node ids), then from_root (all ranks on one node) or allgather (several nodes), then
-    // barrier.
-    // Rank 0 passes its value; every rank gets it.
-    virtual std::string from_root(const std::string& value) = 0;
-    // Every rank passes its value (no whitespace); every rank gets all, by rank.
-    virtual std::vector<std::string> allgather(const std::string& value) = 0;
-    virtual void barrier() = 0;
 };
 
 class Communicator : public std::enable_shared_from_this<Communicator>,
@@ -160,8 +143,10 @@ private:
     // Collective, at creation: fails (CCL_ERROR_INVALID_USAGE, naming the variable) where ranks
     // were given different settings that choose algorithms.
     void check_settings_agree();
-    // Collective, at creation: what single copy may carry; `cma_threads`, the threads this rank
-    // will cut large transfers in.
+    // Collective, at creation: probes single copy and sets shape_.copy; with `bind` (a launch's
+    // communicator), sets the process's threads per transfer too.
+    void set_up_single_copy(bool bind);
+    // What single copy may carry; `cma_threads`, the threads this rank will cut transfers in.
     tuning::SingleCopy probe_single_copy(int cma_threads);
     shm::WaitPolicy wait_policy() const;  // how this node's ranks wait (shm/wait.h)
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.

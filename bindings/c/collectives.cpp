@@ -1,4 +1,5 @@
-// The collectives of the C ABI: argument checks, then the communicator runs the call.
+// The collectives of the C ABI: argument checks and handle lookup, then core submits the call
+// (core/submit.h); errors become result codes (api.h: guarded).
 #include <sys/mman.h>
 
 #include <bit>
@@ -8,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/device_coll.h"
-#include "core/group.h"
 #include "base/reduce.h"
+#include "core/group.h"
+#include "core/submit.h"
 #include "handles.h"
 #include "streams.h"
 
@@ -162,153 +163,51 @@ void check_attr(const ccl_coll_attr_t* attr) {
         bad_attr_size(attr);
 }
 
-CallOptions options(const ccl_coll_attr_t* attr) {
-    CallOptions opts;
-    if (!attr) return opts;
-    opts.to_cache = attr->to_cache != 0;
-    if (opts.to_cache) {
-        if (!attr->match_id || !*attr->match_id)
-            throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                        "attr->to_cache is set but attr->match_id is NULL or empty");
-        opts.match_id = attr->match_id;
-    }
-    return opts;
-}
-
-// What device buffers and streams do not support yet.
-void xpu_checks(const Communicator& comm, const CollSignature& sig, const Buffers& bufs,
-                const ze::Stream* stream, const ccl_coll_attr_t* attr, const ccl_request_t* req) {
-    if (stream && req && !(attr && attr->synchronous))
-        throw Error(CCL_ERROR_UNSUPPORTED,
-                    "a nonblocking call cannot take a stream: pass req NULL or set synchronous");
-    if (group_active() &&
-        (stream || (ze::enabled() && ze::has_device_buffer(sig, bufs, comm.rank(), comm.size()))))
-        throw Error(CCL_ERROR_UNSUPPORTED,
-                    "device buffers and streams are not supported inside ccl_group_start / "
-                    "ccl_group_end yet");
-}
-
-// Runs or queues a planned call, as `attr` and `req` ask.
-void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedule,
-              const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+// Hands a checked call to core (core/submit.h). A nonblocking call's request becomes a handle, also
+// when a synchronous call failed after making it (the request carries the failure too). Inlined,
+// as core's submit is, so that the common case makes no call of its own.
+[[gnu::always_inline]] inline void submit_to_core(ccl_comm_t handle, Communicator& comm,
+                                                  const CollSignature& sig, const Buffers& bufs,
+                                                  const CallAttrs& attrs, bool synchronous,
+                                                  ccl_request_t* req) {
     if (!req) {
-        comm.run(schedule, bufs);
+        submit(comm, handle, sig, bufs, attrs, synchronous, nullptr);
         return;
     }
-    auto r = make_pooled<Request>();
-    if (attr && attr->synchronous) {
-        // Complete now; the request carries the result like any other.
-        try {
-            comm.run(schedule, bufs);
-            r->complete(CCL_SUCCESS);
-        } catch (const Error& e) {
-            r->complete(e.code(), e.what());
-        }
-        *req = request_table().add<ccl_request_t>(r);
-        r->rethrow();
-        return;
+    std::shared_ptr<Request> r;
+    try {
+        submit(comm, handle, sig, bufs, attrs, synchronous, &r);
+    } catch (...) {
+        if (r) *req = request_table().add<ccl_request_t>(std::move(r));
+        throw;
     }
-    comm.start(schedule, bufs, {r});
     *req = request_table().add<ccl_request_t>(std::move(r));
 }
 
-// The communicators this thread's open group recorded calls on, and the group's depth (as
-// core/group.cpp counts it). The outermost ccl_group_end enters them all while it issues and
-// waits (each is used by one thread at a time); the calls on one it cannot enter complete with
-// that error instead.
-struct GroupMember {
-    ccl_comm_t handle;
-    const Communicator* comm;  // kept alive by the group's records
-};
-thread_local std::vector<GroupMember> group_members;
-thread_local int group_depth = 0;
-
-void note_group_member(ccl_comm_t handle, const Communicator& comm) {
-    for (const GroupMember& m : group_members)
-        if (m.handle == handle) return;
-    group_members.push_back({handle, &comm});
+// submit_call for attributes with a match_id or a stream: checked, and the stream looked up.
+[[gnu::noinline]] void submit_cached_or_streamed(ccl_comm_t handle, Communicator& comm,
+                                                 const CollSignature& sig, const Buffers& bufs,
+                                                 const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    if (attr->to_cache && (!attr->match_id || !*attr->match_id))
+        throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                    "attr->to_cache is set but attr->match_id is NULL or empty");
+    // Held while the call runs: only calls that complete before returning take a stream.
+    const std::shared_ptr<ze::Stream> stream = stream_of(attr);
+    submit_to_core(handle, comm, sig, bufs,
+                   {attr->to_cache ? attr->match_id : nullptr, stream.get()},
+                   req && attr->synchronous, req);
 }
 
-void end_group() {
-    if (group_depth != 1) {  // an inner end, or one without a start (group_end says so)
-        group_end();
-        --group_depth;
+// Hands a checked call to core, its attributes translated. The common case (no match_id, no
+// stream) takes a branch or two here: the cost of a small call is its instructions.
+void submit_call(ccl_comm_t handle, Communicator& comm, const CollSignature& sig,
+                 const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
+    if ((attr && attr->to_cache) || has_stream(attr)) [[unlikely]] {
+        submit_cached_or_streamed(handle, comm, sig, bufs, attr, req);
         return;
     }
-    group_depth = 0;
-    std::vector<GroupMember> members = std::move(group_members);
-    group_members.clear();
-    std::vector<std::unique_ptr<CommTable::Entry>> entries;
-    entries.reserve(members.size());
-    for (const GroupMember& m : members) {
-        try {
-            entries.push_back(
-                std::make_unique<CommTable::Entry>(comm_table(), m.handle, "communicator"));
-        } catch (const Error& e) {
-            group_refuse(*m.comm, e);
-        }
-    }
-    group_end();
-}
-
-// submit's other paths: device buffers and streams (src/core/device_coll.h), groups and match_id
-// caching.
-void submit_general(ccl_comm_t handle, Communicator& comm, const CollSignature& sig,
-                    const Buffers& bufs, const ccl_coll_attr_t* attr, ccl_request_t* req) {
-    CallOptions opts = options(attr);
-    std::shared_ptr<ze::Stream> stream = stream_of(attr);
-    if (ze::active() || stream) xpu_checks(comm, sig, bufs, stream.get(), attr, req);
-    if (group_active()) {
-        std::shared_ptr<Request> r = req ? make_pooled<Request>() : nullptr;
-        group_add(comm.shared_from_this(), sig, bufs, opts, r);
-        note_group_member(handle, comm);
-        if (req) *req = request_table().add<ccl_request_t>(std::move(r));
-        return;
-    }
-    if (ze::active() || stream) {
-        // A copy: planning the device part may replace the host plan among the recent ones.
-        std::shared_ptr<const Schedule> host = comm.schedule_for(sig, opts);
-        auto staged = ze::device_schedule(comm, host, bufs, stream.get());
-        dispatch(comm, staged ? staged : host, bufs, attr, req);
-        return;
-    }
-    dispatch(comm, comm.schedule_for(sig, opts), bufs, attr, req);
-}
-
-// The options of a call with no match_id: made once, not per call.
-const CallOptions kPlainCall{};
-
-// Runs, queues or records (in a group) a checked call, as its attributes and `req` ask. The
-// common case (host buffers, no stream, no group, no match_id) takes a few branches here: the
-// cost of a small blocking call is mostly its instructions (docs/performance-history.md,
-// session 12).
-void submit(ccl_comm_t handle, Communicator& comm, const CollSignature& sig, const Buffers& bufs,
-            const ccl_coll_attr_t* attr, ccl_request_t* req) {
-    if ((attr && attr->to_cache) || has_stream(attr) || ze::active() || group_active())
-        [[unlikely]] {
-        submit_general(handle, comm, sig, bufs, attr, req);
-        return;
-    }
-    if (sig.coll == CollType::recv) {
-        std::shared_ptr<Request> r;
-        if (comm.recv_now(sig, bufs, req ? &r : nullptr)) {
-            if (req) *req = request_table().add<ccl_request_t>(std::move(r));
-            return;
-        }
-    } else if (sig.coll == CollType::send && comm.send_now(sig, bufs)) {
-        if (req) {
-            auto r = make_pooled<Request>();
-            r->complete(CCL_SUCCESS);
-            *req = request_table().add<ccl_request_t>(std::move(r));
-        }
-        return;
-    }
-    const std::shared_ptr<const Schedule>& schedule = comm.schedule_for(sig, kPlainCall);
-    if (!req) {  // dispatch's first case, one call less on the path of a blocking call
-        comm.run(schedule, bufs);
-        return;
-    }
-    dispatch(comm, schedule, bufs, attr, req);
+    // synchronous means something only with a request: a blocking call does not read it.
+    submit_to_core(handle, comm, sig, bufs, kNoAttrs, req && attr && attr->synchronous, req);
 }
 
 }  // namespace
@@ -333,7 +232,8 @@ ccl_result_t ccl_allreduce(const void* send, void* recv, size_t count, ccl_datat
         check_buffer(recv, bytes, "recv");
         if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         check_attr(attr);
-        submit(comm, c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr, req);
+        submit_call(comm, c, {CollType::allreduce, count, dtype, op, 0}, {send, recv, {}}, attr,
+                    req);
     });
 }
 
@@ -346,8 +246,8 @@ ccl_result_t ccl_broadcast(void* buf, size_t count, ccl_datatype_t dtype, int ro
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_root(root, c);
         check_attr(attr);
-        submit(comm, c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}}, attr,
-               req);
+        submit_call(comm, c, {CollType::broadcast, count, dtype, CCL_SUM, root}, {buf, buf, {}},
+                    attr, req);
     });
 }
 
@@ -355,7 +255,7 @@ ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_request_t* req) {
     return guarded(__func__, [&] {
         const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
         Communicator& c = *entry;
-        submit(comm, c, CollSignature{}, {}, nullptr, req);
+        submit_call(comm, c, CollSignature{}, {}, nullptr, req);
     });
 }
 
@@ -375,7 +275,8 @@ ccl_result_t ccl_reduce(const void* send, void* recv, size_t count, ccl_datatype
             if (send != recv) check_overlap(send, bytes, recv, bytes, "send == recv");
         }
         check_attr(attr);
-        submit(comm, c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr, req);
+        submit_call(comm, c, {CollType::reduce, count, dtype, op, root}, {send, recv, {}}, attr,
+                    req);
     });
 }
 
@@ -392,8 +293,8 @@ ccl_result_t ccl_allgather(const void* send, void* recv, size_t sendcount, ccl_d
         if (send != block_of(recv, bytes, c.rank()))
             check_overlap(send, bytes, recv, total, "send == recv + rank * sendcount");
         check_attr(attr);
-        submit(comm, c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
-               req);
+        submit_call(comm, c, {CollType::allgather, sendcount, dtype, CCL_SUM, 0}, {send, recv, {}},
+                    attr, req);
     });
 }
 
@@ -419,8 +320,8 @@ ccl_result_t ccl_allgatherv(const void* send, size_t sendcount, void* recv,
             check_overlap(send, bytes, recv, total, "send == recv + this rank's offset");
         check_attr(attr);
         size_t count = total / dtype_size(dtype);
-        submit(comm, c, {CollType::allgatherv, count, dtype, CCL_SUM, 0},
-               {send, recv, std::move(counts)}, attr, req);
+        submit_call(comm, c, {CollType::allgatherv, count, dtype, CCL_SUM, 0},
+                    {send, recv, std::move(counts)}, attr, req);
     });
 }
 
@@ -439,8 +340,8 @@ ccl_result_t ccl_reduce_scatter(const void* send, void* recv, size_t recvcount,
         if (recv != block_of(send, bytes, c.rank()))
             check_overlap(send, total, recv, bytes, "recv == send + rank * recvcount");
         check_attr(attr);
-        submit(comm, c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}}, attr,
-               req);
+        submit_call(comm, c, {CollType::reduce_scatter, recvcount, dtype, op, 0}, {send, recv, {}},
+                    attr, req);
     });
 }
 
@@ -456,8 +357,8 @@ ccl_result_t ccl_alltoall(const void* send, void* recv, size_t count, ccl_dataty
         check_buffer(recv, total, "recv");
         if (send != recv) check_overlap(send, total, recv, total, "send == recv");
         check_attr(attr);
-        submit(comm, c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
-               req);
+        submit_call(comm, c, {CollType::alltoall, count, dtype, CCL_SUM, 0}, {send, recv, {}}, attr,
+                    req);
     });
 }
 
@@ -479,8 +380,8 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
                         "alltoallv cannot run in place (send == recv): use separate buffers");
         check_overlap(send, send_total, recv, recv_total, "separate buffers for alltoallv");
         check_attr(attr);
-        submit(comm, c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0},
-               {send, recv, std::move(counts)}, attr, req);
+        submit_call(comm, c, {CollType::alltoallv, 0, dtype, CCL_SUM, 0},
+                    {send, recv, std::move(counts)}, attr, req);
     });
 }
 
@@ -492,8 +393,8 @@ ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int p
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
-        submit(comm, c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}}, nullptr,
-               req);
+        submit_call(comm, c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}},
+                    nullptr, req);
     });
 }
 
@@ -505,20 +406,22 @@ ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, c
         check_dtype(dtype);
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         check_peer(peer, c);
-        submit(comm, c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}}, nullptr,
-               req);
+        submit_call(comm, c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}},
+                    nullptr, req);
     });
 }
 
 ccl_result_t ccl_group_start(void) {
-    return guarded(__func__, [] {
-        group_start();
-        ++group_depth;
-    });
+    return guarded(__func__, [] { group_start(); });
 }
 
 ccl_result_t ccl_group_end(void) {
-    return guarded(__func__, [] { end_group(); });
+    return guarded(__func__, [] {
+        // The outermost end enters each communicator of the group by its handle, as a call does.
+        group_end([](const void* handle) -> std::shared_ptr<void> {
+            return std::make_shared<CommTable::Entry>(comm_table(), handle, "communicator");
+        });
+    });
 }
 
 }  // extern "C"

@@ -12,11 +12,12 @@ namespace {
 
 struct Recorded {
     std::shared_ptr<Communicator> comm;
+    const void* name;  // what group_end enters comm by
     GroupCall call;
     CallOptions opts;
     std::shared_ptr<Request> req;  // always set: blocking calls get an internal one
     bool blocking;
-    bool refused = false;  // completed already by group_refuse: not issued
+    bool refused = false;  // completed already by refuse: not issued
 };
 
 // The depth apart from the calls: a trivially destructible thread-local costs no per-access
@@ -51,6 +52,33 @@ void issue(const std::vector<Recorded>& calls, size_t begin, size_t end) {
     }
 }
 
+// The calls recorded on `comm` complete with `e` instead of being issued (group_end could not have
+// the communicator to itself).
+void refuse(const Communicator& comm, const Error& e) {
+    for (Recorded& r : group_calls)
+        if (r.comm.get() == &comm && !r.refused) {
+            r.refused = true;
+            r.req->complete(e.code(), e.what());
+        }
+}
+
+// Enters each communicator the group recorded calls on, once, in the order of their first calls;
+// refuses the calls on one it cannot enter. Returns the guards that keep them entered.
+std::vector<std::shared_ptr<void>> enter_all(GroupEnter enter) {
+    std::vector<const Communicator*> seen;
+    std::vector<std::shared_ptr<void>> entered;
+    for (const Recorded& r : group_calls) {
+        if (std::find(seen.begin(), seen.end(), r.comm.get()) != seen.end()) continue;
+        seen.push_back(r.comm.get());
+        try {
+            entered.push_back(enter(r.name));
+        } catch (const Error& e) {
+            refuse(*r.comm, e);
+        }
+    }
+    return entered;
+}
+
 // The longest run of calls from `begin` that fuses (at least two), or 0.
 size_t fusable_run(const std::vector<Recorded>& calls, size_t begin) {
     std::vector<GroupCall> run;
@@ -77,24 +105,19 @@ bool group_active() {
     return open_groups.load(std::memory_order_relaxed) != 0 && group_depth > 0;
 }
 
-void group_add(std::shared_ptr<Communicator> comm, const CollSignature& sig, const Buffers& bufs,
-               const CallOptions& opts, std::shared_ptr<Request> req) {
+void group_add(std::shared_ptr<Communicator> comm, const void* name, const CollSignature& sig,
+               const Buffers& bufs, const CallOptions& opts, std::shared_ptr<Request> req) {
     bool blocking = !req;
     if (blocking) req = make_pooled<Request>();
-    group_calls.push_back({std::move(comm), {sig, bufs}, opts, std::move(req), blocking});
+    group_calls.push_back({std::move(comm), name, {sig, bufs}, opts, std::move(req), blocking});
 }
 
-void group_refuse(const Communicator& comm, const Error& e) {
-    for (Recorded& r : group_calls)
-        if (r.comm.get() == &comm && !r.refused) {
-            r.refused = true;
-            r.req->complete(e.code(), e.what());
-        }
-}
-
-void group_end() {
+void group_end(GroupEnter enter) {
     if (group_depth == 0)
         throw Error(CCL_ERROR_INVALID_USAGE, "ccl_group_end without a matching ccl_group_start");
+    // Held until the calls are done: each communicator is this thread's while they issue and wait.
+    std::vector<std::shared_ptr<void>> entered;
+    if (group_depth == 1) entered = enter_all(enter);
     open_groups.fetch_sub(1, std::memory_order_relaxed);
     if (--group_depth > 0) return;
     std::vector<Recorded> calls = std::move(group_calls);

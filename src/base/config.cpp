@@ -1,5 +1,7 @@
 #include "base/config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -310,7 +312,7 @@ constexpr Knob kKnobs[] = {
          c.worker_count = int(parse_int(name, v, 1, 64));
      },
      [](const Config& c, const char*) { return number_text(c.worker_count); }, true},
-    {"CCL_WORKER_AFFINITY", "auto, or a cpu list: 3, 0,2, 4-7",
+    {"CCL_WORKER_AFFINITY", "auto, or a cpu list (3; 0,2; 4-7)",
      "`auto`: the workers run where the OS puts them, within the rank's affinity. A list, shared "
      "by the ranks of a node: worker i of local rank r is pinned to entry r x `CCL_WORKER_COUNT` + "
      "i (cycling).",
@@ -472,8 +474,9 @@ std::vector<UnknownVariable> unknown_variables(const char* const* env) {
         const std::string_view name = kv.substr(0, kv.find('='));
         if (name.substr(0, 4) != "CCL_" || find_knob(name)) continue;
         UnknownVariable u{std::string(name), nullptr};
-        // Near enough to be a typo: two edits, or a quarter of the name.
-        size_t best = std::max<size_t>(2, name.size() / 4) + 1;
+        // Near enough to be a typo: an edit per 4 characters after CCL_, rounded (TIMOUT, ALLREDUC,
+        // TIMEUOT), not ROOT for FOO.
+        size_t best = std::max<size_t>(1, (name.size() - 4 + 2) / 4) + 1;
         for (const Knob& k : kKnobs)
             if (const size_t d = distance(name, k.name); d < best) {
                 best = d;
@@ -487,6 +490,14 @@ std::vector<UnknownVariable> unknown_variables(const char* const* env) {
 std::string unknown_text(const UnknownVariable& u) {
     return u.name + " is no ccl variable" +
            (u.nearest ? std::string(" (did you mean ") + u.nearest->name + "?)" : std::string());
+}
+
+void warn_unknown_variables() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (const UnknownVariable& u : unknown_variables(environ))
+            log().warn("{}: ignored (ccl_info lists every variable)", unknown_text(u));
+    });
 }
 
 Config parse_config(const char* (*getenv_fn)(const char*)) {

@@ -93,6 +93,10 @@ struct UnknownVariable {
 std::vector<UnknownVariable> unknown_variables(const char* const* env);
 // "CCL_ALLREDUC is no ccl variable (did you mean CCL_ALLREDUCE?)".
 std::string unknown_text(const UnknownVariable& u);
+// Logs those of this process's environment, at warn, once per process. Called where a communicator
+// is created (bindings/c), so that whoever runs the job sees a typo; cclrun, which creates none,
+// keeps quiet, and ccl_info lists them under "unknown:".
+void warn_unknown_variables();
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the
 // variable when one is malformed; the next call parses again.

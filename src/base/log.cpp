@@ -3,8 +3,6 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <type_traits>
 
@@ -84,17 +82,11 @@ static_assert(std::is_trivially_destructible_v<Logger>);
 Logger& log() {
     static Logger logger = [] {
         // A malformed CCL_LOG_LEVEL is reported by whichever call parses the config; log at warn.
-        LogLevel level = LogLevel::warn;
         try {
-            level = config().log_level;
+            return Logger(config().log_level);
         } catch (const Error&) {
+            return Logger(LogLevel::warn);
         }
-        Logger l(level);
-        // Once per process, at the first line ccl logs (every communicator's creation logs one):
-        // a CCL_* variable that is no knob is most likely a typo, which would otherwise go unseen.
-        for (const UnknownVariable& u : unknown_variables(environ))
-            l.warn("{}: ignored (ccl_info lists every variable)", unknown_text(u));
-        return l;
     }();
     return logger;
 }

@@ -54,6 +54,7 @@ ccl_comm_t create(int size, int rank, kvs::Client& client) {
             CCL_ERROR_INVALID_ARGUMENT,
             "rank is " + std::to_string(rank) + ", must be in [0, " + std::to_string(size) + ")");
     config();  // a malformed CCL_* variable is reported here, before any rank waits on another
+    warn_unknown_variables();
     return comm_table().add<ccl_comm_t>(std::make_shared<Communicator>(size, rank, client));
 }
 

@@ -1,11 +1,18 @@
 #include "base/config.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "base/hex.h"
@@ -86,113 +93,418 @@ std::vector<int> parse_cpu_list(const char* name, const char* value) {
     return cpus;
 }
 
+// Text a value shows as, the way one would set it.
+std::string number_text(long long v) { return std::to_string(v); }
+
+std::string seconds_text(double v) {
+    char buf[64];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+    return ec == std::errc() ? std::string(buf, end) : "?";
+}
+
+// With the largest suffix that divides it: 65536 -> 64K, 1000 -> 1000.
+std::string bytes_text(size_t v) {
+    for (const auto& [shift, suffix] : {std::pair{30, "G"}, {20, "M"}, {10, "K"}})
+        if (v && v % (size_t(1) << shift) == 0) return std::to_string(v >> shift) + suffix;
+    return std::to_string(v);
+}
+
+std::string auto_or_bytes(size_t v) { return v ? bytes_text(v) : "auto"; }
+std::string unset_or(const std::string& v) { return v.empty() ? "(unset)" : v; }
+std::string flag_text(bool v) { return v ? "1" : "0"; }
+// For a knob read elsewhere: the environment's text.
+std::string raw_text(const Config&, const char* raw) { return raw ? raw : "(unset)"; }
+
+// "0,2-3,8".
+std::string cpu_list_text(const std::vector<int>& cpus) {
+    if (cpus.empty()) return "auto";
+    std::string s;
+    for (size_t i = 0; i < cpus.size();) {
+        size_t j = i;
+        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+        s += (s.empty() ? "" : ",") + std::to_string(cpus[i]);
+        if (j > i) s += "-" + std::to_string(cpus[j]);
+        i = j + 1;
+    }
+    return s;
+}
+
+constexpr size_t kTiB = size_t(1) << 40;
+
+// Single-copy bounds: "auto" (0) or a byte count of at least 1.
+size_t cma_bound(const char* name, const char* v) {
+    return std::string(v) == "auto" ? 0 : parse_bytes(name, v, 1, kTiB);
+}
+
+// The knobs, in the order they are parsed. A doc is one line of docs/env.md; what it says in
+// full, and the measurements behind a default, go in docs/tuning.md (`more`).
+constexpr Knob kKnobs[] = {
+    {"CCL_LOG_LEVEL", "error, warn, info, debug, trace",
+     "At `info` each rank says which transport and algorithm it chose, once per communicator and "
+     "algorithm. Failed calls are logged at `error` (argument errors at `debug`).",
+     [](Config& c, const char* name, const char* v) {
+         const std::string s = v;
+         if (s == "error")
+             c.log_level = LogLevel::error;
+         else if (s == "warn")
+             c.log_level = LogLevel::warn;
+         else if (s == "info")
+             c.log_level = LogLevel::info;
+         else if (s == "debug")
+             c.log_level = LogLevel::debug;
+         else if (s == "trace")
+             c.log_level = LogLevel::trace;
+         else
+             bad(name, v, "one of error, warn, info, debug, trace");
+     },
+     [](const Config& c, const char*) -> std::string { return log_level_name(c.log_level); },
+     false},
+    {"CCL_TIMEOUT", "seconds > 0",
+     "How long any wait inside a collective may last before the call fails with "
+     "`CCL_ERROR_TIMEOUT`. A dead peer is noticed sooner (about 0.1 s) and reported as "
+     "`CCL_ERROR_PEER_FAILURE`.",
+     [](Config& c, const char* name, const char* v) { c.timeout_s = parse_seconds(name, v); },
+     [](const Config& c, const char*) { return seconds_text(c.timeout_s); }, false},
+    {"CCL_KVS_TIMEOUT", "seconds > 0",
+     "How long connecting to the KVS, each bootstrap wait during communicator creation, and each "
+     "wait on the launcher (PMI barrier, PMIx fence) may last.",
+     [](Config& c, const char* name, const char* v) { c.kvs_timeout_s = parse_seconds(name, v); },
+     [](const Config& c, const char*) { return seconds_text(c.kvs_timeout_s); }, false},
+    {"CCL_KVS_IFACE", "an interface name",
+     "The network interface the KVS server binds and advertises (e.g. `eth0`). Unset: it listens "
+     "on every interface and advertises the first up non-loopback IPv4 address, or `127.0.0.1` on "
+     "a host with only loopback.",
+     [](Config& c, const char*, const char* v) { c.kvs_iface = v; },
+     [](const Config& c, const char*) { return unset_or(c.kvs_iface); }, false},
+    {"CCL_KVS_PORT", "1 to 65535",
+     "The port rank 0 serves the KVS at under torchrun, or under srun with `MASTER_ADDR` and no "
+     "PMI; the same on every rank. Unset: `MASTER_PORT + 1` (`docs/launching.md`).",
+     [](Config& c, const char* name, const char* v) {
+         c.kvs_port = int(parse_int(name, v, 1, 65535));
+     },
+     [](const Config& c, const char*) {
+         return c.kvs_port ? number_text(c.kvs_port) : std::string("(unset)");
+     },
+     false},
+    {"CCL_KVS_SECRET", "32 hex digits",
+     "The job secret, the same on every rank, under torchrun or under srun with `MASTER_ADDR` and "
+     "no PMI. Unset: derived from `TORCHELASTIC_RUN_ID`, else none (rank 0 warns). Never printed.",
+     [](Config& c, const char* name, const char* v) {
+         if (const std::optional<std::string> bytes = from_hex(v); bytes && bytes->size() == 16) {
+             c.kvs_secret.emplace();
+             std::memcpy(c.kvs_secret->data(), bytes->data(), 16);
+             return;
+         }
+         // The value itself is never repeated: it is a secret.
+         throw Error(CCL_ERROR_INVALID_ARGUMENT,
+                     std::string(name) +
+                         " is malformed: expected 32 hex digits (e.g. from "
+                         "'od -An -tx1 -N16 /dev/urandom | tr -d \" \\n\"')");
+     },
+     [](const Config& c, const char*) -> std::string {
+         return c.kvs_secret ? "(set, not shown)" : "(unset)";
+     },
+     true},
+    {"CCL_PROCESS_LAUNCHER", "auto, cclrun, hydra, ompi, torchrun, slurm, none",
+     "Which launcher's variables `ccl_comm_create_from_env` reads: `auto` detects it "
+     "(`docs/launching.md`); `hydra` is MPICH's mpiexec, `ompi` Open MPI's mpirun, `slurm` srun, "
+     "`none` the application's own KVS and `ccl_comm_create`. A named launcher's variables must "
+     "all be there; the others' are ignored.",
+     [](Config& c, const char* name, const char* v) {
+         c.process_launcher = parse_launcher(name, v);
+     },
+     [](const Config& c, const char*) -> std::string {
+         return c.process_launcher ? launcher_name(*c.process_launcher) : "auto";
+     },
+     false},
+    {"CCL_SHM_BUFFER_SIZE", "4K to 1G bytes",
+     "Bytes of each rank's two shared-memory buffers; larger messages go in chunks. A "
+     "communicator's arena takes 2 x ranks x this of `/dev/shm`; rank 0's value applies to all.",
+     [](Config& c, const char* name, const char* v) {
+         c.shm_buffer_size = parse_bytes(name, v, 4096, size_t(1) << 30);
+     },
+     [](const Config& c, const char*) { return bytes_text(c.shm_buffer_size); }, true},
+    {"CCL_ALLREDUCE", "auto, direct, rsag, cma",
+     "The allreduce among co-located ranks (and reduce's beyond `CCL_ALLREDUCE_DIRECT_MAX`): "
+     "`direct` (every rank reduces all inputs), `rsag` (reduce-scatter, then all-gather, through "
+     "the arena), `cma` (the same single-copy) or `auto` (by size).",
+     [](Config& c, const char* name, const char* v) {
+         const std::string s = v;
+         if (s != "auto" && s != "direct" && s != "rsag" && s != "cma")
+             bad(name, v, "one of auto, direct, rsag, cma");
+         c.allreduce_algo = s;
+     },
+     [](const Config& c, const char*) { return c.allreduce_algo; }, true},
+    {"CCL_ALLREDUCE_DIRECT_MAX", "0 to 1G bytes",
+     "With `CCL_ALLREDUCE=auto`, the largest allreduce that uses `direct`, and the largest a group "
+     "fuses with its neighbours. Unset, it shrinks with more than 2 co-located ranks and bounds "
+     "reduce differently; set, it holds as given.",
+     [](Config& c, const char* name, const char* v) {
+         c.allreduce_direct_max = parse_bytes(name, v, 0, size_t(1) << 30);
+         c.allreduce_direct_max_set = true;
+     },
+     [](const Config& c, const char*) { return bytes_text(c.allreduce_direct_max); }, true},
+    {"CCL_ALLREDUCE_CMA_MIN", "0 to 1024G bytes",
+     "With `auto`, single-copy allreduce starts where each rank's slice (message bytes / ranks) "
+     "reaches this.",
+     [](Config& c, const char* name, const char* v) {
+         c.allreduce_cma_min = parse_bytes(name, v, 0, kTiB);
+     },
+     [](const Config& c, const char*) { return bytes_text(c.allreduce_cma_min); }, false},
+    {"CCL_ALLREDUCE_CMA_MAX", "0 to 1024G bytes",
+     "With `auto`, allreduces of this size and more use `rsag`, whose copy-outs stream past the "
+     "caches. Unset, it applies only where large transfers run on one thread (`CCL_CMA_THREADS`).",
+     [](Config& c, const char* name, const char* v) {
+         c.allreduce_cma_max = parse_bytes(name, v, 0, kTiB);
+         c.allreduce_cma_max_set = true;
+     },
+     [](const Config& c, const char*) { return bytes_text(c.allreduce_cma_max); }, true},
+    {"CCL_CMA_MIN", "auto, or 1 to 1024G bytes",
+     "Point-to-point messages and allgather and all-to-all blocks from this size go single-copy "
+     "(broadcast between two ranks from twice this, where that is at most 64 KiB). `auto`: from "
+     "a probe at creation, raised on crowded nodes and where the kernel's copies are dear.",
+     [](Config& c, const char* name, const char* v) { c.cma_min = cma_bound(name, v); },
+     [](const Config& c, const char*) { return auto_or_bytes(c.cma_min); }, true},
+    {"CCL_ALLGATHER_CMA_MAX", "auto, or 1 to 1024G bytes",
+     "Allgather(v) messages (bytes received) below this go single-copy (blocks from "
+     "`CCL_CMA_MIN`), larger ones through shared memory in pieces. `auto`: `32M` where the "
+     "kernel's copies are cheap, from larger blocks with more than 4 ranks; else none.",
+     [](Config& c, const char* name, const char* v) { c.allgather_cma_max = cma_bound(name, v); },
+     [](const Config& c, const char*) { return auto_or_bytes(c.allgather_cma_max); }, true},
+    {"CCL_ALLTOALL_CMA_MAX", "auto, or 1 to 1024G bytes",
+     "All-to-all(v) blocks (judged by the call's largest, so all ranks agree) go single-copy from "
+     "`CCL_CMA_MIN` up to below this, larger ones through shared memory in pieces. `auto`: from "
+     "the probe and how crowded the node is.",
+     [](Config& c, const char* name, const char* v) { c.alltoall_cma_max = cma_bound(name, v); },
+     [](const Config& c, const char*) { return auto_or_bytes(c.alltoall_cma_max); }, true},
+    {"CCL_CMA_THREADS", "auto, or 1 to 64",
+     "Threads (the calling one included) that copy one large single-copy transfer together, cut at "
+     "multiples of `CCL_CMA_SLICE`. `auto`: the rank's share of the node's cpus, at most 4. `1`: "
+     "off.",
+     [](Config& c, const char* name, const char* v) {
+         c.cma_threads = std::string(v) == "auto" ? 0 : int(parse_int(name, v, 1, 64));
+     },
+     [](const Config& c, const char*) {
+         return c.cma_threads ? number_text(c.cma_threads) : std::string("auto");
+     },
+     true},
+    {"CCL_CMA_SLICE", "a power of two, 4K to 1G bytes",
+     "Where `CCL_CMA_THREADS` cuts large transfers, and the smallest it cuts (in two halves, below "
+     "two slices). Smaller only for tests.",
+     [](Config& c, const char* name, const char* v) {
+         c.cma_slice = parse_bytes(name, v, 4096, size_t(1) << 30);
+         if (c.cma_slice & (c.cma_slice - 1))
+             bad(name, v, "a power of two from 4K to 1G (a page table's span: 2M)");
+     },
+     [](const Config& c, const char*) { return bytes_text(c.cma_slice); }, true},
+    {"CCL_POLL_TIME_US", "0 to 10000000",
+     "Microseconds a rank waiting for its peers polls, yielding its cpu between looks, before it "
+     "sleeps on a futex, where every rank of the node has a cpu. Lower it where cpu time spent "
+     "waiting matters more than latency.",
+     [](Config& c, const char* name, const char* v) {
+         c.poll_time_us = parse_int(name, v, 0, 10000000);
+     },
+     [](const Config& c, const char*) { return number_text(c.poll_time_us); }, true},
+    {"CCL_WORKER_COUNT", "1 to 64",
+     "Progress threads per process that run nonblocking collectives while the application "
+     "computes. A communicator's work always goes to the same worker, in issue order.",
+     [](Config& c, const char* name, const char* v) {
+         c.worker_count = int(parse_int(name, v, 1, 64));
+     },
+     [](const Config& c, const char*) { return number_text(c.worker_count); }, true},
+    {"CCL_WORKER_AFFINITY", "auto, or a cpu list (3; 0,2; 4-7)",
+     "`auto`: the workers run where the OS puts them, within the rank's affinity. A list, shared "
+     "by the ranks of a node: worker i of local rank r is pinned to entry r x `CCL_WORKER_COUNT` + "
+     "i (cycling).",
+     [](Config& c, const char* name, const char* v) { c.worker_cpus = parse_cpu_list(name, v); },
+     [](const Config& c, const char*) { return cpu_list_text(c.worker_cpus); }, true},
+    {"CCL_SINGLE_COPY", "0, 1",
+     "`1`: mid-size allreduces and reduces, large allgathers and all-to-alls, and point-to-point "
+     "messages copy straight from one process into another (cross-memory attach) where a probe at "
+     "creation succeeds on every rank. `0`: always through shared memory.",
+     [](Config& c, const char* name, const char* v) {
+         c.single_copy = parse_int(name, v, 0, 1) != 0;
+     },
+     [](const Config& c, const char*) { return flag_text(c.single_copy); }, true},
+    {"CCL_BIND", "auto, none",
+     "`auto`: a rank nobody bound binds its threads to its equal share of the node's cores at its "
+     "first communicator, as `cclrun --bind-to block` does (not with one rank per node, more ranks "
+     "than cores, or ranks bound already: `docs/launching.md`). `none`: never.",
+     [](Config& c, const char* name, const char* v) {
+         const std::string s = v;
+         if (s != "auto" && s != "none") bad(name, v, "auto or none");
+         c.bind = s == "auto";
+     },
+     [](const Config& c, const char*) -> std::string { return c.bind ? "auto" : "none"; }, false},
+    {"CCL_NODE_ID", "a name without whitespace, at most 200 characters",
+     "Which node this rank is on: ranks with the same id share memory, the others are reached "
+     "through libfabric (`docs/multinode.md`). Unset: the host name and boot id. Set, it splits a "
+     "host into several nodes (tests, `tests/fabric/as_node.sh`).",
+     [](Config& c, const char* name, const char* v) {
+         const std::string s = v;
+         // It travels in whitespace-separated bootstrap records.
+         if (s.empty() || s.size() > 200 || s.find_first_of(" \t\n\r") != std::string::npos)
+             bad(name, v, "a non-empty name without spaces, at most 200 characters");
+         c.node_id = s;
+     },
+     [](const Config& c, const char*) { return unset_or(c.node_id); }, false},
+    {"CCL_CACHE_SIZE", "0 to 1000000",
+     "Schedules kept by match_id caching (`attr.to_cache`), per process; the least recently used "
+     "goes first. `0` turns the cache off (calls with `to_cache` then plan every time).",
+     [](Config& c, const char* name, const char* v) {
+         c.cache_size = size_t(parse_int(name, v, 0, 1000000));
+     },
+     [](const Config& c, const char*) { return number_text((long long)c.cache_size); }, false},
+    {"CCL_ZE_LIBRARY_PATH", "a path, or a name the dynamic linker finds",
+     "The Level Zero loader to load. Unset: `libze_loader.so.1`. If it cannot be loaded, or "
+     "`zeInit` fails, XPU support is off and host buffers work as always.",
+     [](Config& c, const char* name, const char* v) {
+         if (!*v) bad(name, v, "the path of the Level Zero loader library");
+         c.ze_library_path = v;
+     },
+     [](const Config& c, const char*) { return unset_or(c.ze_library_path); }, false},
+    {"CCL_ZE_ENABLE", "0, 1",
+     "`0`: never load Level Zero; device buffers are then refused where ccl can tell "
+     "(`docs/xpu.md`).",
+     [](Config& c, const char* name, const char* v) {
+         c.ze_enable = parse_int(name, v, 0, 1) != 0;
+     },
+     [](const Config& c, const char*) { return flag_text(c.ze_enable); }, false},
+    {"CCL_ZE_IPC", "0, 1",
+     "`1`: broadcast, allgather(v) and out-of-place alltoall between co-located ranks copy device "
+     "to device through Level Zero IPC handles when every rank's buffers are device memory (one "
+     "small exchange per call, on every rank, finds out); else through host memory.",
+     [](Config& c, const char* name, const char* v) { c.ze_ipc = parse_int(name, v, 0, 1) != 0; },
+     [](const Config& c, const char*) { return flag_text(c.ze_ipc); }, false},
+    {"CCL_FABRIC_PIPELINE_CHUNK", "64K to 1024G bytes",
+     "Allreduce, reduce and broadcast across nodes with several ranks on a node run in pieces of "
+     "about this size, the node's part of one overlapping the fabric's of another "
+     "(`docs/multinode.md`).",
+     [](Config& c, const char* name, const char* v) {
+         c.fabric_pipeline_chunk = parse_bytes(name, v, 64u << 10, kTiB);
+     },
+     [](const Config& c, const char*) { return bytes_text(c.fabric_pipeline_chunk); }, true},
+    {"CCL_ZE_PIPELINE_CHUNK", "4K to 1024G bytes",
+     "Allreduce and broadcast messages larger than this run as collectives of this size, so that "
+     "copies between device and host overlap the host collective. With Level Zero on, every such "
+     "call is split, device buffers or not, so that all ranks split it alike.",
+     [](Config& c, const char* name, const char* v) {
+         c.ze_pipeline_chunk = parse_bytes(name, v, 4096, kTiB);
+     },
+     [](const Config& c, const char*) { return bytes_text(c.ze_pipeline_chunk); }, false},
+    // Read by kvs/launcher.cpp (ccl_comm_create_from_env), where cclrun set them.
+    {"CCL_RANK", "0 to CCL_SIZE - 1",
+     "Set by cclrun: this process's rank, read by `ccl_comm_create_from_env` with `CCL_SIZE` and "
+     "`CCL_KVS_ADDRESS` (`docs/launching.md`).",
+     nullptr, raw_text, false},
+    {"CCL_SIZE", "1 or more", "Set by cclrun: the number of ranks.", nullptr, raw_text, false},
+    {"CCL_KVS_ADDRESS", "a.b.c.d:port/secret",
+     "Set by cclrun: the address of the KVS it serves, with the job secret. `ccl_info` shows the "
+     "address alone.",
+     nullptr,
+     [](const Config&, const char* raw) -> std::string {
+         if (!raw) return "(unset)";
+         const std::string s = raw;
+         return s.substr(0, s.find('/')) + "/(secret not shown)";
+     },
+     false},
+    // Read by the tools and builds around the library.
+    {"CCL_ROOT", "a folder",
+     "Read by `bindings/torch/setup.py`: where ccl is installed (`include/ccl/ccl.h`, "
+     "`lib/libccl.so`), for the torch backend's build. Unset: this tree's `include/` and `build/`.",
+     nullptr, raw_text, false},
+    {"CCL_INCLUDE_DIR", "a folder",
+     "Read by `bindings/torch/setup.py`: the folder of `ccl/ccl.h`, instead of `CCL_ROOT/include`.",
+     nullptr, raw_text, false},
+    {"CCL_LIB_DIR", "a folder",
+     "Read by `bindings/torch/setup.py`: the folder of `libccl.so`, instead of `CCL_ROOT/lib`.",
+     nullptr, raw_text, false},
+    {"CCL_BIN", "a folder",
+     "Read by `tools/sweep.sh`: the folder of `cclrun` and `ccl_bench`. Unset: `build/`.", nullptr,
+     raw_text, false},
+};
+
+// Levenshtein distance, ignoring case: how far a typo is from a name.
+size_t distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            const bool same =
+                std::toupper((unsigned char)a[i - 1]) == std::toupper((unsigned char)b[j - 1]);
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
 }  // namespace
+
+std::span<const Knob> knobs() { return kKnobs; }
+
+const Knob* find_knob(std::string_view name) {
+    for (const Knob& k : kKnobs)
+        if (name == k.name) return &k;
+    return nullptr;
+}
+
+std::string knob_default(const Knob& k) { return k.show(Config{}, nullptr); }
+
+std::string knob_markdown(const Knob& k) {
+    const std::string d = knob_default(k);
+    std::string doc;
+    for (const char* p = k.doc; *p; ++p) doc += *p == '|' ? std::string("\\|") : std::string(1, *p);
+    if (k.more) {
+        std::string anchor = k.name;
+        for (char& ch : anchor) ch = char(std::tolower((unsigned char)ch));
+        doc += std::string(" [More](tuning.md#") + anchor + ").";
+    }
+    return std::string("| `") + k.name + "` | " + (d[0] == '(' ? d : "`" + d + "`") + " | " +
+           k.range + " | " + doc + " |";
+}
+
+std::vector<UnknownVariable> unknown_variables(const char* const* env) {
+    std::vector<UnknownVariable> unknown;
+    for (; env && *env; ++env) {
+        const std::string_view kv = *env;
+        const std::string_view name = kv.substr(0, kv.find('='));
+        if (name.substr(0, 4) != "CCL_" || find_knob(name)) continue;
+        UnknownVariable u{std::string(name), nullptr};
+        // Near enough to be a typo: an edit per 4 characters after CCL_, rounded (TIMOUT, ALLREDUC,
+        // TIMEUOT), not ROOT for FOO.
+        size_t best = std::max<size_t>(1, (name.size() - 4 + 2) / 4) + 1;
+        for (const Knob& k : kKnobs)
+            if (const size_t d = distance(name, k.name); d < best) {
+                best = d;
+                u.nearest = &k;
+            }
+        unknown.push_back(std::move(u));
+    }
+    return unknown;
+}
+
+std::string unknown_text(const UnknownVariable& u) {
+    return u.name + " is no ccl variable" +
+           (u.nearest ? std::string(" (did you mean ") + u.nearest->name + "?)" : std::string());
+}
+
+void warn_unknown_variables() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (const UnknownVariable& u : unknown_variables(environ))
+            log().warn("{}: ignored (ccl_info lists every variable)", unknown_text(u));
+    });
+}
 
 Config parse_config(const char* (*getenv_fn)(const char*)) {
     Config c;
-    if (const char* v = getenv_fn("CCL_LOG_LEVEL")) {
-        std::string s = v;
-        if (s == "error")
-            c.log_level = LogLevel::error;
-        else if (s == "warn")
-            c.log_level = LogLevel::warn;
-        else if (s == "info")
-            c.log_level = LogLevel::info;
-        else if (s == "debug")
-            c.log_level = LogLevel::debug;
-        else if (s == "trace")
-            c.log_level = LogLevel::trace;
-        else
-            bad("CCL_LOG_LEVEL", v, "one of error, warn, info, debug, trace");
-    }
-    if (const char* v = getenv_fn("CCL_TIMEOUT")) c.timeout_s = parse_seconds("CCL_TIMEOUT", v);
-    if (const char* v = getenv_fn("CCL_KVS_TIMEOUT"))
-        c.kvs_timeout_s = parse_seconds("CCL_KVS_TIMEOUT", v);
-    if (const char* v = getenv_fn("CCL_KVS_IFACE")) c.kvs_iface = v;
-    if (const char* v = getenv_fn("CCL_KVS_PORT"))
-        c.kvs_port = int(parse_int("CCL_KVS_PORT", v, 1, 65535));
-    if (const char* v = getenv_fn("CCL_KVS_SECRET")) {
-        if (const std::optional<std::string> bytes = from_hex(v); bytes && bytes->size() == 16) {
-            c.kvs_secret.emplace();
-            std::memcpy(c.kvs_secret->data(), bytes->data(), 16);
-        }
-        // The value itself is never repeated: it is a secret.
-        if (!c.kvs_secret)
-            throw Error(CCL_ERROR_INVALID_ARGUMENT,
-                        "CCL_KVS_SECRET is malformed: expected 32 hex digits (e.g. from "
-                        "'od -An -tx1 -N16 /dev/urandom | tr -d \" \\n\"')");
-    }
-    if (const char* v = getenv_fn("CCL_PROCESS_LAUNCHER"))
-        c.process_launcher = parse_launcher("CCL_PROCESS_LAUNCHER", v);
-    if (const char* v = getenv_fn("CCL_SHM_BUFFER_SIZE"))
-        c.shm_buffer_size = parse_bytes("CCL_SHM_BUFFER_SIZE", v, 4096, size_t(1) << 30);
-    if (const char* v = getenv_fn("CCL_ALLREDUCE")) {
-        std::string s = v;
-        if (s != "auto" && s != "direct" && s != "rsag" && s != "cma")
-            bad("CCL_ALLREDUCE", v, "one of auto, direct, rsag, cma");
-        c.allreduce_algo = s;
-    }
-    if (const char* v = getenv_fn("CCL_ALLREDUCE_DIRECT_MAX")) {
-        c.allreduce_direct_max = parse_bytes("CCL_ALLREDUCE_DIRECT_MAX", v, 0, size_t(1) << 30);
-        c.allreduce_direct_max_set = true;
-    }
-    if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MIN"))
-        c.allreduce_cma_min = parse_bytes("CCL_ALLREDUCE_CMA_MIN", v, 0, size_t(1) << 40);
-    if (const char* v = getenv_fn("CCL_ALLREDUCE_CMA_MAX")) {
-        c.allreduce_cma_max = parse_bytes("CCL_ALLREDUCE_CMA_MAX", v, 0, size_t(1) << 40);
-        c.allreduce_cma_max_set = true;
-    }
-    // Single-copy bounds: "auto" (0) or a byte count of at least 1.
-    auto cma_bound = [](const char* name, const char* v) {
-        return std::string(v) == "auto" ? 0 : parse_bytes(name, v, 1, size_t(1) << 40);
-    };
-    if (const char* v = getenv_fn("CCL_CMA_MIN")) c.cma_min = cma_bound("CCL_CMA_MIN", v);
-    if (const char* v = getenv_fn("CCL_ALLGATHER_CMA_MAX"))
-        c.allgather_cma_max = cma_bound("CCL_ALLGATHER_CMA_MAX", v);
-    if (const char* v = getenv_fn("CCL_ALLTOALL_CMA_MAX"))
-        c.alltoall_cma_max = cma_bound("CCL_ALLTOALL_CMA_MAX", v);
-    if (const char* v = getenv_fn("CCL_CMA_THREADS"))
-        c.cma_threads = std::string(v) == "auto" ? 0 : int(parse_int("CCL_CMA_THREADS", v, 1, 64));
-    if (const char* v = getenv_fn("CCL_CMA_SLICE")) {
-        c.cma_slice = parse_bytes("CCL_CMA_SLICE", v, 4096, size_t(1) << 30);
-        if (c.cma_slice & (c.cma_slice - 1))
-            bad("CCL_CMA_SLICE", v, "a power of two from 4K to 1G (a page table's span: 2M)");
-    }
-    if (const char* v = getenv_fn("CCL_POLL_TIME_US"))
-        c.poll_time_us = parse_int("CCL_POLL_TIME_US", v, 0, 10000000);
-    if (const char* v = getenv_fn("CCL_WORKER_COUNT"))
-        c.worker_count = int(parse_int("CCL_WORKER_COUNT", v, 1, 64));
-    if (const char* v = getenv_fn("CCL_WORKER_AFFINITY"))
-        c.worker_cpus = parse_cpu_list("CCL_WORKER_AFFINITY", v);
-    if (const char* v = getenv_fn("CCL_SINGLE_COPY"))
-        c.single_copy = parse_int("CCL_SINGLE_COPY", v, 0, 1) != 0;
-    if (const char* v = getenv_fn("CCL_BIND")) {
-        const std::string s = v;
-        if (s != "auto" && s != "none") bad("CCL_BIND", v, "auto or none");
-        c.bind = s == "auto";
-    }
-    if (const char* v = getenv_fn("CCL_NODE_ID")) {
-        std::string s = v;
-        // It travels in whitespace-separated bootstrap records.
-        if (s.empty() || s.size() > 200 || s.find_first_of(" \t\n\r") != std::string::npos)
-            bad("CCL_NODE_ID", v, "a non-empty name without spaces, at most 200 characters");
-        c.node_id = s;
-    }
-    if (const char* v = getenv_fn("CCL_CACHE_SIZE"))
-        c.cache_size = size_t(parse_int("CCL_CACHE_SIZE", v, 0, 1000000));
-    // XPU (Level Zero).
-    if (const char* v = getenv_fn("CCL_ZE_LIBRARY_PATH")) {
-        if (!*v) bad("CCL_ZE_LIBRARY_PATH", v, "the path of the Level Zero loader library");
-        c.ze_library_path = v;
-    }
-    if (const char* v = getenv_fn("CCL_ZE_ENABLE"))
-        c.ze_enable = parse_int("CCL_ZE_ENABLE", v, 0, 1) != 0;
-    if (const char* v = getenv_fn("CCL_ZE_IPC")) c.ze_ipc = parse_int("CCL_ZE_IPC", v, 0, 1) != 0;
-    if (const char* v = getenv_fn("CCL_FABRIC_PIPELINE_CHUNK"))
-        c.fabric_pipeline_chunk =
-            parse_bytes("CCL_FABRIC_PIPELINE_CHUNK", v, 64u << 10, size_t(1) << 40);
-    if (const char* v = getenv_fn("CCL_ZE_PIPELINE_CHUNK"))
-        c.ze_pipeline_chunk = parse_bytes("CCL_ZE_PIPELINE_CHUNK", v, 4096, size_t(1) << 40);
+    for (const Knob& k : kKnobs)
+        if (k.parse)
+            if (const char* v = getenv_fn(k.name)) k.parse(c, k.name, v);
     return c;
 }
 

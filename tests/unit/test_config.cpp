@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -288,6 +289,89 @@ TEST(Config, LauncherNumbersAreStrict) {
                   {"CCL_KVS_ADDRESS", "127.0.0.1:1/00112233445566778899aabbccddeeff"}});
     ASSERT_TRUE(ok.launch) << ok.error->what();
     EXPECT_EQ(ok.launch->rank, 1);
+}
+
+}  // namespace
+
+namespace {
+
+// The table of knobs: each variable once, with its values and one line of docs/env.md
+// (tests/scripts/check_env_doc.sh holds env.md to it).
+TEST(Config, KnobsAreDeclaredOnce) {
+    std::set<std::string> names;
+    for (const ccl::Knob& k : ccl::knobs()) {
+        SCOPED_TRACE(k.name);
+        EXPECT_TRUE(names.insert(k.name).second) << "declared twice";
+        EXPECT_EQ(std::string(k.name).rfind("CCL_", 0), 0u);
+        EXPECT_EQ(ccl::find_knob(k.name), &k);
+        EXPECT_TRUE(*k.range && *k.doc && k.show);
+        EXPECT_EQ(std::string(k.doc).find('\n'), std::string::npos);
+    }
+    EXPECT_EQ(ccl::find_knob("CCL_ALLREDUC"), nullptr);
+    EXPECT_EQ(knob_markdown(*ccl::find_knob("CCL_TIMEOUT")),
+              std::string("| `CCL_TIMEOUT` | `300` | seconds > 0 | ") +
+                  ccl::find_knob("CCL_TIMEOUT")->doc + " |");
+    EXPECT_EQ(knob_markdown(*ccl::find_knob("CCL_CMA_MIN")).find("| `CCL_CMA_MIN` | `auto` |"), 0u);
+    EXPECT_NE(knob_markdown(*ccl::find_knob("CCL_CMA_MIN")).find("[More](tuning.md#ccl_cma_min)."),
+              std::string::npos);
+}
+
+// A knob's default is what its Config field holds unset, and reads back as the same: the table
+// and the struct cannot disagree.
+TEST(Config, KnobDefaultsParseToTheDefaults) {
+    const ccl::Config unset = parse({});
+    for (const ccl::Knob& k : ccl::knobs()) {
+        SCOPED_TRACE(k.name);
+        const std::string d = ccl::knob_default(k);
+        EXPECT_EQ(k.show(unset, nullptr), d);
+        if (!k.parse || d[0] == '(') continue;  // read elsewhere, or unset by default
+        EXPECT_EQ(k.show(parse({{k.name, d}}), nullptr), d);
+    }
+}
+
+// What ccl_info shows of a value: as one would set it.
+TEST(Config, KnobsShowValuesAsSet) {
+    auto shown = [](const char* name, const char* value) {
+        const ccl::Knob& k = *ccl::find_knob(name);
+        return k.show(parse({{name, value}}), value);
+    };
+    EXPECT_EQ(shown("CCL_SHM_BUFFER_SIZE", "65536"), "64K");
+    EXPECT_EQ(shown("CCL_ALLREDUCE_DIRECT_MAX", "1000"), "1000");
+    EXPECT_EQ(shown("CCL_ALLGATHER_CMA_MAX", "2048M"), "2G");
+    EXPECT_EQ(shown("CCL_TIMEOUT", "2.5"), "2.5");
+    EXPECT_EQ(shown("CCL_TIMEOUT", "10000000"), "10000000");
+    EXPECT_EQ(shown("CCL_WORKER_AFFINITY", "4,0,1,2,7"), "4,0-2,7");
+    EXPECT_EQ(shown("CCL_BIND", "none"), "none");
+    EXPECT_EQ(shown("CCL_PROCESS_LAUNCHER", "ompi"), "ompi");
+    EXPECT_EQ(shown("CCL_KVS_SECRET", "00112233445566778899aabbccddeeff"), "(set, not shown)");
+    EXPECT_EQ(shown("CCL_KVS_ADDRESS", "10.0.0.1:29500/00112233445566778899aabbccddeeff"),
+              "10.0.0.1:29500/(secret not shown)");
+    EXPECT_EQ(shown("CCL_RANK", "3"), "3");
+}
+
+// CCL_* variables that are no knob, each with the knob it most likely meant, if one is near.
+TEST(Config, UnknownVariables) {
+    const char* env[] = {"CCL_ALLREDUC=ring", "CCL_TIMEOUT=5", "PATH=/bin",   "CCL_FOOBARBAZ=1",
+                         "CCL_timeout=3",     "CCL_RANK=0",    "XCCL_X=1",    "CCL_WORKERS",
+                         "CCL_ZE_IPC_=1",     "CCL_FOO=bar",   "CCL_TIMEUOT", nullptr};
+    const std::vector<ccl::UnknownVariable> u = ccl::unknown_variables(env);
+    ASSERT_EQ(u.size(), 7u);
+    auto expect = [&](size_t i, const char* name, const char* nearest) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(u[i].name, name);
+        EXPECT_STREQ(u[i].nearest ? u[i].nearest->name : "", nearest);
+    };
+    expect(0, "CCL_ALLREDUC", "CCL_ALLREDUCE");
+    expect(1, "CCL_FOOBARBAZ", "");
+    expect(2, "CCL_timeout", "CCL_TIMEOUT");
+    expect(3, "CCL_WORKERS", "");
+    expect(4, "CCL_ZE_IPC_", "CCL_ZE_IPC");
+    expect(5, "CCL_FOO", "");  // not CCL_ROOT: two edits of three letters
+    expect(6, "CCL_TIMEUOT", "CCL_TIMEOUT");
+    EXPECT_EQ(ccl::unknown_text(u[0]),
+              "CCL_ALLREDUC is no ccl variable (did you mean CCL_ALLREDUCE?)");
+    EXPECT_EQ(ccl::unknown_text(u[1]), "CCL_FOOBARBAZ is no ccl variable");
+    EXPECT_TRUE(ccl::unknown_variables(nullptr).empty());
 }
 
 }  // namespace

@@ -1,20 +1,24 @@
 // ccl_info: what ccl sees in this process's environment: its version, the launcher it detected and
-// why, this rank's place in the job, and the configuration (every CCL_* setting). Start it the way
-// the program would be started (mpiexec -n 2 ccl_info, srun ccl_info, torchrun ... ccl_info); it
-// starts and connects to nothing. Exit status 1 when ccl_comm_create_from_env would fail for the
-// reason it prints, or a variable is malformed.
+// why, this rank's place in the job, the configuration (every CCL_* variable, its value and
+// default) and the CCL_* variables set that ccl does not know. Start it the way the program would
+// be started (mpiexec -n 2 ccl_info, srun ccl_info, torchrun ... ccl_info); it starts and connects
+// to nothing. Exit status 1 when ccl_comm_create_from_env would fail for the reason it prints, or
+// a variable is malformed.
 //
 // `ccl_info --clean` removes instead the shared-memory segments that ccl processes killed while
 // their job started left in /dev/shm (those of this user whose creator is gone: shm/segment.h),
-// and names each.
+// and names each; `ccl_info --markdown` prints docs/env.md's rows (tests/scripts/check_env_doc.sh).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "ccl/ccl.h"
 #include "base/config.h"
 #include "base/error.h"
+#include "ccl/ccl.h"
 #include "core/topology.h"
 #include "kvs/launcher.h"
 #include "shm/arena.h"
@@ -36,40 +40,26 @@ const char* via_text(ccl::kvs::AddressVia via) {
     return "?";
 }
 
+// Every knob: NAME=value in effect, its default (or "(default)" when it is), its line of env.md.
 std::string settings(const ccl::Config& c) {
-    auto line = [](const char* name, const std::string& value) {
-        return "  " + std::string(name) + "=" + value + "\n";
-    };
-    auto num = [](double v) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", v);
-        return std::string(buf);
-    };
-    std::string cpus = c.worker_cpus.empty() ? "auto" : "";
-    for (size_t i = 0; i < c.worker_cpus.size(); ++i)
-        cpus += (i ? "," : "") + std::to_string(c.worker_cpus[i]);
-    return line("CCL_LOG_LEVEL", ccl::log_level_name(c.log_level)) +
-           line("CCL_TIMEOUT", num(c.timeout_s)) + line("CCL_KVS_TIMEOUT", num(c.kvs_timeout_s)) +
-           line("CCL_KVS_IFACE", c.kvs_iface.empty() ? "(unset: default route)" : c.kvs_iface) +
-           line("CCL_KVS_PORT",
-                c.kvs_port ? std::to_string(c.kvs_port) : "(unset: MASTER_PORT + 1)") +
-           line("CCL_KVS_SECRET", c.kvs_secret ? "(set, not shown)" : "(unset)") +
-           line("CCL_PROCESS_LAUNCHER",
-                c.process_launcher ? ccl::launcher_name(*c.process_launcher) : "auto") +
-           line("CCL_SHM_BUFFER_SIZE", std::to_string(c.shm_buffer_size)) +
-           line("CCL_SINGLE_COPY", c.single_copy ? "1" : "0") +
-           line("CCL_CMA_MIN", c.cma_min ? std::to_string(c.cma_min) : "auto") +
-           line("CCL_ALLGATHER_CMA_MAX",
-                c.allgather_cma_max ? std::to_string(c.allgather_cma_max) : "auto") +
-           line("CCL_ALLTOALL_CMA_MAX",
-                c.alltoall_cma_max ? std::to_string(c.alltoall_cma_max) : "auto") +
-           line("CCL_POLL_TIME_US", std::to_string(c.poll_time_us)) +
-           line("CCL_ALLREDUCE", c.allreduce_algo) +
-           line("CCL_ALLREDUCE_DIRECT_MAX", std::to_string(c.allreduce_direct_max)) +
-           line("CCL_WORKER_COUNT", std::to_string(c.worker_count)) +
-           line("CCL_WORKER_AFFINITY", cpus) +
-           line("CCL_CACHE_SIZE", std::to_string(c.cache_size)) +
-           line("CCL_NODE_ID", c.node_id.empty() ? "(unset: host name and boot id)" : c.node_id);
+    std::string out;
+    for (const ccl::Knob& k : ccl::knobs()) {
+        const std::string value = k.show(c, std::getenv(k.name));
+        const std::string dflt = ccl::knob_default(k);
+        std::string line = "  " + std::string(k.name) + "=" + value;
+        line.resize(std::max<size_t>(line.size() + 1, 40), ' ');
+        line += (value == dflt ? "(default) " : "(default " + dflt + ") ") + k.doc + "\n";
+        out += line;
+    }
+    return out;
+}
+
+// What the environment sets that no knob is: a typo is silently ignored otherwise.
+std::string unknown_variables() {
+    std::string out;
+    for (const ccl::UnknownVariable& u : ccl::unknown_variables(environ))
+        out += "unknown:    " + ccl::unknown_text(u) + "\n";
+    return out;
 }
 
 // --clean: what remove_stale_segments removed, one line each.
@@ -102,6 +92,10 @@ int clean() {
 
 int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "--clean") == 0) return clean();
+    if (argc == 2 && std::strcmp(argv[1], "--markdown") == 0) {
+        for (const ccl::Knob& k : ccl::knobs()) std::printf("%s\n", ccl::knob_markdown(k).c_str());
+        return 0;
+    }
     if (argc > 1) {
         bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
         std::fputs(
@@ -110,7 +104,9 @@ int main(int argc, char** argv) {
             "and why, this rank's place, and the configuration.\n"
             "       ccl_info --clean\nRemoves the shared-memory segments in /dev/shm that ccl "
             "processes which are gone left behind (killed while their job started), and names "
-            "each.\n",
+            "each.\n"
+            "       ccl_info --markdown\nPrints docs/env.md's row of every variable, from the "
+            "table the library parses them by.\n",
             help ? stdout : stderr);
         return help ? 0 : 2;
     }
@@ -158,6 +154,7 @@ int main(int argc, char** argv) {
         out += std::string("config error: ") + ccl::result_name(e.code()) + ": " + e.what() + "\n";
         status = 1;
     }
+    out += unknown_variables();
     std::fwrite(out.data(), 1, out.size(), stdout);  // one write: ranks' blocks stay whole
     return status;
 }

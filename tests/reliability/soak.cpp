@@ -1,6 +1,6 @@
 // Soak: many mixed calls on one communicator (every collective, point to point, random sizes,
 // datatypes, reductions, roots, in place or not, blocking or not), each checked against the
-// independent reference of tests/mpi/reference.h; then the process's resources must not have
+// independent reference of tests/ranks/reference.h; then the process's resources must not have
 // grown between the first 10% of the run and its end: resident memory, open file descriptors,
 // shared-memory mappings, and the names this job holds in /dev/shm.
 //
@@ -17,8 +17,8 @@
 #include <random>
 #include <string>
 
-#include "../mpi/common.h"
-#include "../mpi/reference.h"
+#include "../ranks/common.h"
+#include "../ranks/reference.h"
 
 using namespace test;
 

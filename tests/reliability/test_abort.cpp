@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "../mpi/common.h"
+#include "../ranks/common.h"
 
 using namespace test;
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../mpi/common.h"
+#include "../ranks/common.h"
 
 using namespace test;
 

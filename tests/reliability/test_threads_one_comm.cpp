@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "../mpi/common.h"
+#include "../ranks/common.h"
 
 using namespace test;
 

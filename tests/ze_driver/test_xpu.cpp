@@ -1,6 +1,6 @@
 // Every collective on Level Zero device buffers (and host / shared ones, mixed with plain host
 // memory), in place and out of place, through the test driver; streams; the IPC cache. Results
-// are read back with device copies and checked against tests/mpi/reference.h.
+// are read back with device copies and checked against tests/ranks/reference.h.
 #include <atomic>
 #include <chrono>
 #include <thread>

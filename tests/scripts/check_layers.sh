@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when an include runs up a floor or sideways (docs/architecture.md):
+# Fails when an include runs up a floor or sideways (docs/architecture.md), or the README's layout
+# table misses a directory of src/ or tests/. The floors:
 #   base                  -> system, ccl/ccl.h, base
 #   shm, transport, kvs   -> base and itself, never each other
 #   core                  -> base, shm, transport, kvs, core
@@ -34,6 +35,11 @@ done
 for d in src/*/; do
     d=$(basename "$d")
     [ -n "$(allowed "$d")" ] || { echo "src/$d: not a known floor (add it to $0)"; bad=1; }
+done
+# The README's layout table names every floor's directory, and every top directory of tests/.
+for d in src/*/ tests/*/; do
+    grep -qF "\`${d%/}/\`" README.md || grep -qF "\`$(basename "$d")/\`" README.md ||
+        { echo "README.md: the layout table does not name ${d%/}/"; bad=1; }
 done
 [ $bad -eq 0 ] && echo "layers: every include stays on its floor or goes down"
 exit $bad

@@ -8,6 +8,7 @@
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
+#include "shm/reduce_peers.h"
 
 namespace ccl::shm {
 
@@ -22,16 +23,14 @@ void allreduce_eager(Arena& arena, Signature sig, const void* send, void* recv, 
                      ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t bytes = count * dtype_size(dtype);
-    PerRank<const void*> srcs(n);
     arena.begin_round(sig, bytes);
     wait_now(arena.buffer_free());
     arena.publish_eager(send, bytes);
     arena.prefetch_eager();
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < n; ++r)
         if (r != me) wait_now(arena.eager_ready(r));
-        srcs[r] = r == me ? send : arena.peer_eager(r);
-    }
-    reduce(recv, srcs.data(), n, count, dtype, op, n);
+    PerRank<const void*> srcs(n);  // here, not live across the waits: fewer spills
+    reduce_eager_slots(arena, srcs, send, recv, count, dtype, op);
     arena.done();
 }
 
@@ -45,23 +44,22 @@ Task allreduce_direct(Arena& arena, Signature sig, const void* send, void* recv,
         co_await arena.buffer_free();
         arena.publish_eager(send, count * esize);
         arena.prefetch_eager();
-        for (int r = 0; r < n; ++r) {
+        for (int r = 0; r < n; ++r)
             if (r != me) co_await arena.eager_ready(r);
-            srcs[r] = r == me ? send : arena.peer_eager(r);
-        }
-        reduce(recv, srcs.data(), n, count, dtype, op, n);
+        reduce_eager_slots(arena, srcs, send, recv, count, dtype, op);
         arena.done();
         co_return;
     }
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
+        const char* in = static_cast<const char*>(send) + off * esize;
         arena.begin_round(sig, c * esize);
         co_await arena.buffer_free();
-        std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize, c * esize);
+        std::memcpy(arena.own_buffer(), in, c * esize);
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
-        srcs[me] = static_cast<const char*>(send) + off * esize;  // not my line the peers read
+        // My part from my input: not my line the peers read.
+        point_at_buffers(arena, 0, in, srcs);
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
@@ -98,7 +96,7 @@ Task allreduce_direct_multi(Arena& arena, Signature sig, const std::vector<Allre
     PerRank<const void*> srcs(n);
     off = packed_size(described);
     for (const AllreducePart& p : parts) {
-        for (int r = 0; r < n; ++r) srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + off;
+        point_at_buffers(arena, off, mine + off, srcs);
         reduce(p.recv, srcs.data(), n, p.count, p.dtype, p.op, n);
         off += packed_size(p.count * dtype_size(p.dtype));
     }
@@ -121,11 +119,9 @@ Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, s
         copy_peer_slices(arena.own_buffer(), in, c, esize, me, n);
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r)
-            srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
-        srcs[me] = in + lo * esize;
         co_await arena.buffer_free(1);
         char* reduced = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
+        point_at_buffers(arena, lo * esize, in + lo * esize, srcs);
         reduce(reduced, srcs.data(), n, hi - lo, dtype, op, n);
         // My own slice out now, while it is in my cache and before the peers read it.
         copy_out(static_cast<char*>(recv) + (off + lo) * esize, reduced, (hi - lo) * esize, stream);

@@ -6,8 +6,22 @@
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
+#include "shm/reduce_peers.h"
 
 namespace ccl::shm {
+
+namespace {
+
+// The root's end of an eager round, once every peer's slot carries it. The others run ahead of
+// the root: their slots of the next round load meanwhile.
+inline void root_reduce_eager(const Arena& arena, PerRank<const void*>& srcs, const void* send,
+                              void* recv, size_t count, ccl_datatype_t dtype, ccl_reduction_t op) {
+    reduce_eager_slots(arena, srcs, send, recv, count, dtype, op);
+    for (int r = 0; r < arena.nranks(); ++r)
+        if (r != arena.rank()) arena.prefetch_next_eager(r);
+}
+
+}  // namespace
 
 void reduce_eager(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                   ccl_datatype_t dtype, ccl_reduction_t op, int root) {
@@ -20,13 +34,9 @@ void reduce_eager(Arena& arena, Signature sig, const void* send, void* recv, siz
     } else {
         PerRank<const void*> srcs(n);
         arena.prefetch_eager();
-        for (int r = 0; r < n; ++r) {
-            if (r != root) wait_now(arena.eager_ready(r));
-            srcs[r] = r == root ? send : arena.peer_eager(r);
-        }
-        reduce(recv, srcs.data(), n, count, dtype, op, n);
         for (int r = 0; r < n; ++r)
-            if (r != root) arena.prefetch_next_eager(r);
+            if (r != root) wait_now(arena.eager_ready(r));
+        root_reduce_eager(arena, srcs, send, recv, count, dtype, op);
     }
     arena.done();
 }
@@ -44,32 +54,27 @@ Task reduce_direct(Arena& arena, Signature sig, const void* send, void* recv, si
             arena.publish_eager(send, count * esize);
         } else {
             arena.prefetch_eager();
-            for (int r = 0; r < n; ++r) {
-                if (r != root) co_await arena.eager_ready(r);
-                srcs[r] = r == root ? send : arena.peer_eager(r);
-            }
-            reduce(recv, srcs.data(), n, count, dtype, op, n);
             for (int r = 0; r < n; ++r)
-                if (r != root) arena.prefetch_next_eager(r);
+                if (r != root) co_await arena.eager_ready(r);
+            root_reduce_eager(arena, srcs, send, recv, count, dtype, op);
         }
         arena.done();
         co_return;
     }
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
+        const char* in = static_cast<const char*>(send) + off * esize;
         arena.begin_round(sig, c * esize);
         if (arena.rank() != root) {
             co_await arena.buffer_free();
-            std::memcpy(arena.own_buffer(), static_cast<const char*>(send) + off * esize,
-                        c * esize);
+            std::memcpy(arena.own_buffer(), in, c * esize);
             arena.done();  // nothing to read: ready and done at once
             continue;
         }
         // The root's input never goes through the arena: nobody else reads it.
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r) srcs[r] = arena.peer_buffer(r);
-        srcs[root] = static_cast<const char*>(send) + off * esize;
+        point_at_buffers(arena, 0, in, srcs);
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
@@ -84,22 +89,21 @@ Task reduce_split(Arena& arena, Signature sig, const void* send, void* recv, siz
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
         auto [lo, hi] = slice(c, esize, me, n);
-        // Round 1: inputs in; every rank reduces its slice into its buffer of round 2.
+        // Round 1: inputs in; every rank reduces its slice into its buffer of round 2 (as
+        // allreduce_rsag's round 1).
         const char* in = static_cast<const char*>(send) + off * esize;
         arena.begin_round(sig);
         co_await arena.buffer_free();
         copy_peer_slices(arena.own_buffer(), in, c, esize, me, n);
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r)
-            srcs[r] = static_cast<const char*>(arena.peer_buffer(r)) + lo * esize;
-        srcs[me] = in + lo * esize;
         // The root's slice goes straight out: nobody else reads it.
         char* out = static_cast<char*>(recv) + (off + lo) * esize;
         if (me != root) {
             co_await arena.buffer_free(1);
             out = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
         }
+        point_at_buffers(arena, lo * esize, in + lo * esize, srcs);
         reduce(out, srcs.data(), n, hi - lo, dtype, op, n);
         arena.done();
         // Round 2: the root gathers the reduced slices.

@@ -4,6 +4,7 @@
 
 #include "base/reduce.h"
 #include "shm/collectives.h"
+#include "shm/reduce_peers.h"
 
 namespace ccl::shm {
 
@@ -31,10 +32,8 @@ Task reduce_scatter(Arena& arena, Signature sig, const void* send, void* recv, s
                             c * esize);
         arena.ready();
         co_await arena.all_ready();
-        for (int r = 0; r < n; ++r)
-            srcs[r] = r == me ? in + (size_t(me) * count + off) * esize
-                              : static_cast<const char*>(arena.peer_buffer(r)) +
-                                    size_t(me) * piece * esize;
+        point_at_buffers(arena, size_t(me) * piece * esize, in + (size_t(me) * count + off) * esize,
+                         srcs);
         reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }

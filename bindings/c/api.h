@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "ccl/ccl.h"
 #include "base/error.h"
 #include "base/wait.h"
+#include "ccl/ccl.h"
 
 namespace ccl::capi {
 

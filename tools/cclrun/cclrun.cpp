@@ -41,11 +41,11 @@
 #include <string>
 #include <vector>
 
-#include "binding.h"
-#include "core/binding.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/number.h"
+#include "binding.h"
+#include "core/binding.h"
 #include "culprit.h"
 #include "hosts.h"
 #include "job_spec.h"

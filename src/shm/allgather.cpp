@@ -138,9 +138,7 @@ Task allgatherv_cma(Arena& arena, Signature sig, const void* send, void* recv,
     // Each rank writes its block into the peers' outputs rather than reading theirs from their
     // inputs: the pages the kernel pins are then the n - 1 peers' distinct output ranges, not one
     // input pinned by every reader at once, and the lines written stay with the writer between
-    // calls. Alternating launches, medians, us, writes / reads: 2-core Xeon VM, 2 ranks, 256 KiB
-    // 12.8 / 14.4, 2 MiB 170 / 187 (Open MPI 14.2, 188); 16-core host, 2 MiB: 2 ranks 123 / 123,
-    // 4 ranks 194 / 200, 8 ranks 260 / 309; 16 MiB at 8 ranks 1931 / 2124.
+    // calls (docs/tuning.md, "Constants of the data path").
     auto write_peers = [&] {
         for (int i = 1; i < n && mine > 0; ++i) {  // from the next rank on
             const int r = (me + i) % n;

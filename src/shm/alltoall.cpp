@@ -55,8 +55,7 @@ struct Record {
 // A record with blocks of up to this many bytes fills the first two lines of an eager slot (its
 // data, six lines less the slot's header, less the last four lines). More went faster through the
 // lane, beside a record alone: the slot's further lines cost a miss each that the lane's copy
-// overlaps (2 ranks, 512 B, medians, us, in the record / beside it: 2-core VM 0.51 / 0.49,
-// 16-core host 0.72 / 0.68; 64 B in the record: 0.28 / 0.49 on the VM).
+// overlaps (docs/tuning.md, "Constants of the data path").
 constexpr size_t kInlineBytes = Arena::kEagerBytes - 4 * 64;
 static_assert(kInlineBytes == 112);
 // Whether a sender's blocks travel in its record: the sender and its receivers decide alike, from

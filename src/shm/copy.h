@@ -28,10 +28,8 @@ void copy_message(void* dst, const void* src, size_t n);
 // Asks the cpu to move the cache lines of [p, p + n), just written for a reader on another core,
 // from this core's caches out to the shared L3 (CLDEMOTE, a hint; nothing where the cpu lacks it),
 // so that the reader's misses are served from there rather than by a snoop into this core each.
-// For small messages only (up to kDemoteMaxBytes): on the 2-core Xeon VM (Emerald Rapids), 2 ranks,
-// a sendrecv ring through the mailbox's data segment, alternating launches, medians, us, without /
-// with: 512 B 0.671 / 0.647, 2 KiB 1.103 / 1.064, 4 KiB 1.712 / 1.506 (MPICH 1.555); but 8 KiB
-// 1.965 / 2.490 and 16 KiB 2.600 / 2.727.
+// For small messages only (up to kDemoteMaxBytes): larger ones went slower with it
+// (docs/tuning.md, "Constants of the data path").
 inline constexpr size_t kDemoteMaxBytes = size_t(4) << 10;
 void demote(const void* p, size_t n);
 

@@ -44,8 +44,8 @@ public:
     // 8 bytes), while the ring has the room: the data crosses in the descriptors' own lines, not
     // through the data segment.
     static constexpr size_t kSpanBytes = 120;
-    // Four descriptors at most: from five on, the data segment was faster (2-core VM, 2 ranks,
-    // sendrecv ring, us: 464 B 0.57 inline / 0.70 segment, 512 B 0.93 / 0.81, 768 B 1.26 / 0.85).
+    // Four descriptors at most: from five on, the data segment was faster (docs/tuning.md,
+    // "Constants of the data path").
     static constexpr size_t kSpanMax = kInlineBytes + 3 * kSpanBytes;  // 464
     // Receives this small may be taken without a coroutine (try_recv): one piece, inline or in
     // the data segment the previous one came through.

@@ -66,9 +66,7 @@ Task allreduce_doubling(Fabric& f, const Group& g, void* buf, size_t count, ccl_
 // How many parts a ring cuts a block of `bytes` into. Eager parts where that makes at most 64:
 // a rendezvous costs a round trip per message, and over tcp;ofi_rxm its data waits for the sender
 // to drive progress. Larger blocks in parts of the fabric's largest message (hundreds of eager
-// parts cost more than they pipeline). Two fake nodes (tcp), one rank each, allreduce whole /
-// 60 KiB / 252 KiB parts, ms: 1 MiB 1.4 / 0.7 / 1.1, 2 MiB - / 1.6 / 2.9, 4 MiB 5.5 / 4.2 / 4.7,
-// 8 MiB - / 8.1 / 7.7, 16 MiB 19.4 / 18.6 / 14.0, 64 MiB 90.1 / - / 70.0.
+// parts cost more than they pipeline; docs/tuning.md, "Constants of the data path").
 size_t ring_parts(const Fabric& f, size_t bytes) {
     constexpr size_t kMaxEagerParts = 64;
     const size_t eager = f.eager_max();

@@ -10,7 +10,6 @@
 
 #include "base/config.h"
 #include "core/comm.h"
-#include "core/tuning.h"
 #include "kvs/secret.h"
 #include "shm/segment.h"
 #include "transport/fabric.h"

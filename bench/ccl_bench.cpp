@@ -5,6 +5,7 @@
 // For every case (collective, datatype, reduction, placement) and size: warm up, choose the
 // iteration count (the same on every rank), time a loop of calls on every rank, report the
 // slowest rank's average, and check one more call (or every call) against a reference.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -237,6 +238,9 @@ RunInfo run_info(ccl_comm_t comm, int ranks) {
     run.cpu = cpu_model();
     run.cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
     run.affinity = affinity();
+    cpu_set_t own;
+    run.own_cpus = sched_getaffinity(0, sizeof own, &own) == 0 ? CPU_COUNT(&own) : 0;
+    check(ccl_comm_threads(comm, &run.threads), "ccl_comm_threads");
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     run.host = host;

@@ -105,6 +105,10 @@ void Report::header(const RunInfo& run) {
     std::printf("# cpu: %s (%d online; rank 0 on cpus %s), host %s, %s\n", run.cpu.c_str(),
                 run.cpus, run.affinity.c_str(), run.host.c_str(), run.date.c_str());
     std::printf(
+        "# layout: %d ranks, rank 0 on %d cpus, moving data on %d threads (its team: "
+        "CCL_RANK_THREADS)\n",
+        run.ranks, run.own_cpus, run.threads);
+    std::printf(
         "# shared memory: %.2f MiB per rank (arena and mailbox; point-to-point data apart)\n",
         double(run.shm_bytes) / double(1 << 20));
     std::printf("# collectives: %s; dtype %s; op %s; root %d; %s%s\n",
@@ -138,6 +142,7 @@ void Report::header(const RunInfo& run) {
                      "\"date\": %s,\n",
                      json_string(run.cpu).c_str(), run.cpus, json_string(run.affinity).c_str(),
                      json_string(run.host).c_str(), json_string(run.date).c_str());
+        std::fprintf(json_, "    \"own_cpus\": %d, \"threads\": %d,\n", run.own_cpus, run.threads);
         std::fprintf(json_, "    \"shm_bytes_per_rank\": %zu,\n", run.shm_bytes);
         std::fprintf(json_,
                      "    \"collectives\": %s, \"dtypes\": %s, \"ops\": %s, \"root\": %d, "

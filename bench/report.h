@@ -19,6 +19,8 @@ struct RunInfo {
     std::string cpu;       // /proc/cpuinfo's model name
     int cpus = 0;          // online
     std::string affinity;  // the cpus rank 0 may run on (a list like "0" or "0-15")
+    int own_cpus = 0;      // how many
+    int threads = 1;       // rank 0's team (ccl_comm_threads)
     std::string host, date;
 };
 

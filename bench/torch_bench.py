@@ -100,6 +100,8 @@ def main():
     if rank == 0:
         print(f"# torch {torch.__version__}, {size} ranks, {os.cpu_count()} cpus, "
               f"{torch.get_num_threads()} torch threads per rank")
+        print(f"# layout: rank 0 on {len(os.sched_getaffinity(0))} cpus; ccl's team "
+              f"(CCL_RANK_THREADS): {os.environ.get('CCL_RANK_THREADS', 'auto')}")
         print(f"# {'bytes':>10} {'ccl us':>10} {'gloo us':>10} {'gloo/ccl':>9}")
     n = parse(a.min)
     while n <= parse(a.max):

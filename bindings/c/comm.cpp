@@ -6,6 +6,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/team.h"
 #include "core/schedule_cache.h"
 #include "handles.h"
 #include "kvs/rendezvous.h"
@@ -125,6 +126,14 @@ ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_
             t.copy(transports, n);
             transports[n] = '\0';
         }
+    });
+}
+
+ccl_result_t ccl_comm_threads(ccl_comm_t comm, int* threads) {
+    return guarded(__func__, [&] {
+        comm_table().get(comm, "communicator");
+        require_out(threads, "threads");
+        *threads = team_size();
     });
 }
 

@@ -21,9 +21,9 @@
  *     communicator is refused with CCL_ERROR_INVALID_USAGE and does nothing (the communicator
  *     stays usable); the thread inside is not disturbed. Progress workers running requests, and
  *     the requests' own calls (below), are no such use. ccl_comm_abort,
- *     ccl_comm_get_async_error, ccl_comm_rank, ccl_comm_size, ccl_comm_shm_bytes and
- *     ccl_comm_nodes are the exceptions: any thread, any time before ccl_comm_destroy.
- *     ccl_comm_destroy from another thread while a call is inside is deferred (see
+ *     ccl_comm_get_async_error, ccl_comm_rank, ccl_comm_size, ccl_comm_shm_bytes,
+ *     ccl_comm_nodes and ccl_comm_threads are the exceptions: any thread, any time before
+ * ccl_comm_destroy. ccl_comm_destroy from another thread while a call is inside is deferred (see
  *     ccl_comm_destroy).
  *   - Communicators created over one KVS are told apart by their order of creation: create them in
  *     the same order on every rank, one at a time within a process.
@@ -188,13 +188,19 @@ CCL_API ccl_result_t ccl_comm_size(ccl_comm_t comm, int* size);
 /* This rank's share, in bytes, of the shared memory the communicator's co-located ranks map for
  * it: two buffers of CCL_SHM_BUFFER_SIZE per rank, 16 lanes of 8 KiB for small messages, flags and
  * point-to-point channels; fixed when the communicator is made (about 2.2 MiB per rank by
- * default). Point-to-point messages sent before their receive is posted are held in further
- * segments, made as needed and freed once received; they are not counted. */
+ * default where ranks have a cpu each; the buffers grow with the rank's team, up to 4 MiB each).
+ * Point-to-point messages sent before their receive is posted are held in further segments, made as
+ * needed and freed once received; they are not counted. */
 CCL_API ccl_result_t ccl_comm_shm_bytes(ccl_comm_t comm, size_t* bytes);
 /* How many nodes the communicator's ranks span (ranks on one node share memory; CCL_NODE_ID
  * overrides what a node is) and the transports it uses, e.g. "shm" or "shm+ofi(tcp;ofi_rxm)",
  * written NUL-terminated into `transports` (truncated to `size` bytes; NULL or 0: not written). */
 CCL_API ccl_result_t ccl_comm_nodes(ccl_comm_t comm, int* nodes, char* transports, size_t size);
+/* How many threads this rank moves a large collective's bytes on: its team (copies, reductions
+ * and single-copy transfers split over them), CCL_RANK_THREADS, by default the cpus the rank may
+ * run on within its share of the node's; 1 where it has none. Process-wide: set by the first
+ * communicator a launch makes. */
+CCL_API ccl_result_t ccl_comm_threads(ccl_comm_t comm, int* threads);
 /*
  * Waits for the communicator's outstanding work (each part within its own deadline), forgets its
  * cached schedules and releases its shared memory, fabric resources and handle. Not collective.

@@ -219,9 +219,11 @@ constexpr Knob kKnobs[] = {
      false},
     {"CCL_SHM_BUFFER_SIZE", "4K to 1G bytes",
      "Bytes of each rank's two shared-memory buffers; larger messages go in chunks. A "
-     "communicator's arena takes 2 x ranks x this of `/dev/shm`; rank 0's value applies to all.",
+     "communicator's arena takes 2 x ranks x this of `/dev/shm`; rank 0's value applies to all. "
+     "Unset: 1M times the rank's team (`CCL_RANK_THREADS`), at most 4M.",
      [](Config& c, const char* name, const char* v) {
          c.shm_buffer_size = parse_bytes(name, v, 4096, size_t(1) << 30);
+         c.shm_buffer_size_set = true;
      },
      [](const Config& c, const char*) { return bytes_text(c.shm_buffer_size); }, true},
     {"CCL_ALLREDUCE", "auto, direct, rsag, cma",
@@ -253,7 +255,7 @@ constexpr Knob kKnobs[] = {
      [](const Config& c, const char*) { return bytes_text(c.allreduce_cma_min); }, false},
     {"CCL_ALLREDUCE_CMA_MAX", "0 to 1024G bytes",
      "With `auto`, allreduces of this size and more use `rsag`, whose copy-outs stream past the "
-     "caches. Unset, it applies only where large transfers run on one thread (`CCL_CMA_THREADS`).",
+     "caches. Unset, it applies only where a rank has no team (`CCL_RANK_THREADS`).",
      [](Config& c, const char* name, const char* v) {
          c.allreduce_cma_max = parse_bytes(name, v, 0, kTiB);
          c.allreduce_cma_max_set = true;
@@ -277,20 +279,22 @@ constexpr Knob kKnobs[] = {
      "the probe and how crowded the node is.",
      [](Config& c, const char* name, const char* v) { c.alltoall_cma_max = cma_bound(name, v); },
      [](const Config& c, const char*) { return auto_or_bytes(c.alltoall_cma_max); }, true},
-    {"CCL_CMA_THREADS", "auto, or 1 to 64",
-     "Threads (the calling one included) that copy one large single-copy transfer together, cut at "
-     "multiples of `CCL_CMA_SLICE`. `auto`: the rank's share of the node's cpus, at most 4. `1`: "
-     "off.",
+    {"CCL_RANK_THREADS", "auto, or 1 to 256",
+     "Threads of a rank (the calling one included) that split a large collective's copies, "
+     "reductions and single-copy transfers: the rank's team. `auto`: the cpus the rank may use, "
+     "at most its share of the node's. `1`: off. Size it below the rank's cores where the "
+     "application computes during collectives (docs/tuning.md, \"The rank's team\").",
      [](Config& c, const char* name, const char* v) {
-         c.cma_threads = std::string(v) == "auto" ? 0 : int(parse_int(name, v, 1, 64));
+         c.rank_threads = std::string(v) == "auto" ? 0 : int(parse_int(name, v, 1, 256));
      },
      [](const Config& c, const char*) {
-         return c.cma_threads ? number_text(c.cma_threads) : std::string("auto");
+         return c.rank_threads ? number_text(c.rank_threads) : std::string("auto");
      },
      true},
     {"CCL_CMA_SLICE", "a power of two, 4K to 1G bytes",
-     "Where `CCL_CMA_THREADS` cuts large transfers, and the smallest it cuts (in two halves, below "
-     "two slices). Smaller only for tests.",
+     "Where the rank's team (`CCL_RANK_THREADS`) cuts single-copy transfers of two slices or "
+     "more (shorter ones of two parts of 1M, or of a slice if smaller, at pages). Smaller only "
+     "for tests.",
      [](Config& c, const char* name, const char* v) {
          c.cma_slice = parse_bytes(name, v, 4096, size_t(1) << 30);
          if (c.cma_slice & (c.cma_slice - 1))

@@ -32,6 +32,7 @@ struct Config {
     int kvs_port = 0;                                   // CCL_KVS_PORT; 0 = MASTER_PORT + 1
     std::optional<std::array<uint8_t, 16>> kvs_secret;  // CCL_KVS_SECRET
     size_t shm_buffer_size = 1u << 20;                  // CCL_SHM_BUFFER_SIZE
+    bool shm_buffer_size_set = false;                   // given: not scaled by the rank's team
     std::string allreduce_algo = "auto";                // CCL_ALLREDUCE
     size_t allreduce_direct_max = 64u << 10;            // CCL_ALLREDUCE_DIRECT_MAX
     bool allreduce_direct_max_set = false;     // given by the user: no scaling with the ranks
@@ -45,7 +46,7 @@ struct Config {
     size_t cma_min = 0;                        // CCL_CMA_MIN; 0 = auto (probed)
     size_t allgather_cma_max = 0;              // CCL_ALLGATHER_CMA_MAX; 0 = auto
     size_t alltoall_cma_max = 0;               // CCL_ALLTOALL_CMA_MAX; 0 = auto
-    int cma_threads = 0;                       // CCL_CMA_THREADS; 0 = auto
+    int rank_threads = 0;                      // CCL_RANK_THREADS; 0 = auto
     size_t cma_slice = 2u << 20;               // CCL_CMA_SLICE
     bool bind = true;                          // CCL_BIND: auto (core/binding.h)
     long poll_time_us = 20000;                 // CCL_POLL_TIME_US (base/wait.h)

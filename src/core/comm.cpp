@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/reduce.h"
+#include "base/team.h"
 #include "core/binding.h"
 #include "core/planner.h"
 #include "core/schedule_cache.h"
@@ -32,13 +33,16 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         if (std::string what = bind_if_unbound(topo_.local_rank(), topo_.local_size());
             !what.empty())
             log().info("rank {}: {}", rank, what);
+    if (bind) configure_team();  // before the arena, whose buffers it sizes
+    const size_t buffer = tuning::arena_buffer_bytes(config_.shm_buffer_size,
+                                                     config_.shm_buffer_size_set, team_size());
     if (topo_.nnodes() == 1)
-        setup_single_node(boot);
+        setup_single_node(boot, buffer);
     else
-        setup_multinode(boot);
+        setup_multinode(boot, buffer);
     shape_ = {size_, arena_->nranks(), arena_->buffer_size(), multinode(), {}};
     check_settings_agree();
-    set_up_single_copy(bind);
+    set_up_single_copy();
     recent_ = {};  // planned before single copy was known
     workers();     // started now, so that the first nonblocking call does not pay for it
     log().info(

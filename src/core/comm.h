@@ -143,15 +143,17 @@ private:
     // Collective, at creation: fails (CCL_ERROR_INVALID_USAGE, naming the variable) where ranks
     // were given different settings that choose algorithms.
     void check_settings_agree();
-    // Collective, at creation: probes single copy and sets shape_.copy; with `bind` (a launch's
-    // communicator), sets the process's threads per transfer too.
-    void set_up_single_copy(bool bind);
-    // What single copy may carry; `cma_threads`, the threads this rank will cut transfers in.
-    tuning::SingleCopy probe_single_copy(int cma_threads);
+    // A launch's communicator sizes the process's team (base/team.h), before its arena: a
+    // split's ranks keep their parent's.
+    void configure_team();
+    // Collective, at creation: probes single copy and sets shape_.copy.
+    void set_up_single_copy();
+    // What single copy may carry; `threads`, this rank's team (base/team.h).
+    tuning::SingleCopy probe_single_copy(int threads);
     shm::WaitPolicy wait_policy() const;  // how this node's ranks wait (shm/wait.h)
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
-    void setup_single_node(Bootstrap& boot);
-    void setup_multinode(Bootstrap& boot);
+    void setup_single_node(Bootstrap& boot, size_t buffer_size);
+    void setup_multinode(Bootstrap& boot, size_t buffer_size);
     std::vector<int> remote_ranks() const;  // the ranks on other nodes
 
     const uint64_t id_;

@@ -7,6 +7,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/team.h"
 #include "core/comm.h"
 #include "core/tuning.h"
 #include "shm/cma.h"
@@ -15,30 +16,25 @@ namespace ccl {
 
 namespace {
 
-// Threads per large single-copy transfer (shm::cma_parallel, tuning::cma_threads).
-int cma_threads_wanted(const Config& c, const Topology& t) {
+// The rank's team (base/team.h, tuning::team_threads).
+int team_threads_wanted(const Config& c, const Topology& t) {
     cpu_set_t mine;
     const int own = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? CPU_COUNT(&mine) : 1;
-    return tuning::cma_threads(c.cma_threads, own, t.node_cpus(), t.local_size());
+    return tuning::team_threads(c.rank_threads, own, t.node_cpus(), t.local_size());
 }
 
 }  // namespace
 
-void Communicator::set_up_single_copy(bool bind) {
-    // A launch's communicator sets the process's threads per transfer; a split's ranks are its
-    // parent's.
-    const int threads = bind ? cma_threads_wanted(config_, topo_) : shm::cma_threads();
-    shape_.copy = probe_single_copy(threads);
-    if (bind && shape_.copy.on) {
-        shm::cma_parallel(threads, config_.cma_slice,
-                          std::chrono::microseconds(config_.poll_time_us));
-        if (threads > 1 && rank_ == 0)
-            log().info("single-copy transfers of {} KiB or more: {} threads each",
-                       config_.cma_slice >> 10, threads);
-    }
+void Communicator::configure_team() {
+    team_configure(team_threads_wanted(config_, topo_));
+    shm::cma_slice(config_.cma_slice);
+    if (team_size() > 1 && rank_ == 0)
+        log().info("each rank moves large collectives' bytes on {} threads", team_size());
 }
 
-tuning::SingleCopy Communicator::probe_single_copy(int cma_threads) {
+void Communicator::set_up_single_copy() { shape_.copy = probe_single_copy(team_size()); }
+
+tuning::SingleCopy Communicator::probe_single_copy(int threads) {
     if (size_ == 1) return {};
     // Every rank reads a word of the next rank's memory; all must succeed (and want it).
     const int64_t word = 0x63636c;
@@ -78,7 +74,7 @@ tuning::SingleCopy Communicator::probe_single_copy(int cma_threads) {
                         tuning::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus()),
                         per_byte,
                         ~per_byte,
-                        uint64_t(cma_threads < 2)},
+                        uint64_t(threads < 2)},
              agreed[9];
     run({CollType::allreduce, 9, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
     tuning::Probe p;

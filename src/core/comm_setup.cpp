@@ -73,9 +73,8 @@ void open_segments(std::optional<shm::Arena>& arena, std::optional<shm::Mailbox>
 
 }  // namespace
 
-void Communicator::setup_single_node(Bootstrap& boot) {
+void Communicator::setup_single_node(Bootstrap& boot, size_t buffer_size) {
     const Config& cfg = config_;
-    size_t buffer_size = cfg.shm_buffer_size;
     std::string shared;
     // Lay the segments out before publishing their name: a peer may map them at once.
     if (rank_ == 0)
@@ -96,7 +95,7 @@ void Communicator::setup_single_node(Bootstrap& boot) {
     }
 }
 
-void Communicator::setup_multinode(Bootstrap& boot) {
+void Communicator::setup_multinode(Bootstrap& boot, size_t buffer_size) {
     const Config& cfg = config_;
     const int local_size = topo_.local_size(), local_rank = topo_.local_rank();
     const bool leader = local_rank == 0;
@@ -113,7 +112,6 @@ void Communicator::setup_multinode(Bootstrap& boot) {
             if (std::isspace(static_cast<unsigned char>(c))) c = '_';
         record = "!" + why.substr(0, 400);
     }
-    size_t buffer_size = cfg.shm_buffer_size;
     if (leader)
         record += " " + create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s,
                                         wait_policy());

@@ -42,11 +42,16 @@ size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded) {
     return size_t(crowded && !dear ? 8 : 4) << 20;
 }
 
-int cma_threads(int given, int own, int node_cpus, int local_ranks) {
-    // docs/tuning.md, "Threads per transfer".
+int team_threads(int given, int own, int node_cpus, int local_ranks) {
+    // docs/tuning.md, "The rank's team".
     if (given) return given;
     const int share = node_cpus > 0 ? node_cpus / std::max(1, local_ranks) : 1;
-    return std::clamp(std::min(own, share), 1, 4);
+    return std::clamp(std::min(own, share), 1, 256);
+}
+
+size_t arena_buffer_bytes(size_t given, bool set, int threads) {
+    // docs/tuning.md, "The rank's team".
+    return set ? given : given * size_t(std::clamp(threads, 1, 4));
 }
 
 namespace {
@@ -139,14 +144,15 @@ size_t reduce_direct_max(const Config& cfg, int n) {
 
 // Whether a large allreduce or reduce goes single copy: allowed, a scratch piece of a cache line
 // per rank, and with CCL_ALLREDUCE=auto where the kernel's bytes are not dear, slices (bytes /
-// ranks) of at least CCL_ALLREDUCE_CMA_MIN in messages below CCL_ALLREDUCE_CMA_MAX, or at any
-// size where transfers run on several threads and the user set no bound (docs/tuning.md,
-// "Allreduce").
+// ranks) of at least CCL_ALLREDUCE_CMA_MIN in messages below CCL_ALLREDUCE_CMA_MAX; where every
+// rank has a team, only below a CCL_ALLREDUCE_CMA_MAX the user gives (the team splits the
+// arena's copies as well: docs/tuning.md, "Allreduce").
 bool reduces_single_copy(const Shape& s, size_t bytes, const Config& cfg) {
     const size_t n = size_t(s.local_ranks);
     const std::string& choice = cfg.allreduce_algo;
-    const size_t most =
-        cfg.allreduce_cma_max_set || !s.copy.threaded ? cfg.allreduce_cma_max : SIZE_MAX;
+    const size_t most = cfg.allreduce_cma_max_set ? cfg.allreduce_cma_max
+                        : s.copy.threaded         ? 0
+                                                  : cfg.allreduce_cma_max;
     return s.copy.on && s.buffer / n >= 64 &&
            (choice == "cma" || (choice == "auto" && !s.copy.dear &&
                                 bytes / n >= cfg.allreduce_cma_min && bytes < most));

@@ -25,7 +25,7 @@ struct Probe {
     // A byte through the kernel over a byte by memcpy from the arena, x100, on the dearest rank
     // and on the cheapest (0: not measured).
     uint64_t dearest_x100 = 0, cheapest_x100 = 0;
-    bool threaded = false;  // every rank cuts large transfers across threads (shm::cma_parallel)
+    bool threaded = false;  // every rank has a team (base/team.h) that cuts large transfers
     // Bounds the user gave, the largest over the ranks (0: automatic): CCL_CMA_MIN,
     // CCL_ALLGATHER_CMA_MAX, CCL_ALLTOALL_CMA_MAX.
     size_t cma_min = 0, allgather_cma_max = 0, alltoall_cma_max = 0;
@@ -39,7 +39,7 @@ struct Probe {
 struct SingleCopy {
     bool on = false;            // every rank may copy straight from its peers' memory
     bool dear = false;          // the kernel's bytes are dear: no reductions single copy on its own
-    bool threaded = false;      // every rank cuts large transfers across threads
+    bool threaded = false;      // every rank has a team that cuts large transfers
     size_t min = SIZE_MAX;      // blocks from this size go single copy (all-to-all, allgather base)
     size_t p2p_min = SIZE_MAX;  // sends and receives from this size
     size_t allgather_min = SIZE_MAX, allgather_max = 0;  // blocks from min in messages below max
@@ -71,9 +71,13 @@ size_t dear_cma_min_bytes(size_t probed, size_t crowd_floor, bool dear);
 // Below what size all-to-all blocks go single copy: any where cheap, none where dear with a cpu
 // per rank, else 8 MiB where only the crowd stands in the way, 4 MiB otherwise.
 size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded);
-// Threads per large single-copy transfer: `given` (CCL_CMA_THREADS), else the rank's share of
-// the node's cpus within the `own` it may run on, at most 4.
-int cma_threads(int given, int own, int node_cpus, int local_ranks);
+// The rank's team (base/team.h): `given` (CCL_RANK_THREADS), else the `own` cpus the rank may
+// run on, at most its share of the node's (unbound ranks may run anywhere).
+int team_threads(int given, int own, int node_cpus, int local_ranks);
+// Bytes of each of a rank's two arena buffers: `given` (CCL_SHM_BUFFER_SIZE) where `set`, else
+// `given` times the rank's team of `threads`, at most 4 times (a chunk split over a team fits its
+// threads' caches; fewer rounds).
+size_t arena_buffer_bytes(size_t given, bool set, int threads);
 
 // A communicator as the choice sees it.
 struct Shape {

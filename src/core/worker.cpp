@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "base/immortal.h"
 #include "base/log.h"
+#include "base/team.h"
 #include "base/wait.h"
 #include "kvs/launcher.h"
 
@@ -87,6 +88,7 @@ void WorkerPool::run(Worker& w, bool crowded) {
     constexpr auto kTick = std::chrono::microseconds(100);
     constexpr auto kLinger = std::chrono::milliseconds(20);
     pthread_setname_np(pthread_self(), "ccl-worker");
+    team_for_this_thread(false);  // the application computes meanwhile (base/team.h)
     // Waiting for peers: poll (spin) while that is cheap, then yield, then nap on a flag. With
     // a core each, keep yielding for CCL_POLL_TIME_US as the ranks' own waits do (shm/wait.h: a
     // napping thread idles its virtual cpu, whose wake-up can take milliseconds on a busy host).

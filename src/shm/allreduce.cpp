@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/reduce.h"
+#include "base/team.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
@@ -55,12 +56,12 @@ Task allreduce_direct(Arena& arena, Signature sig, const void* send, void* recv,
         const char* in = static_cast<const char*>(send) + off * esize;
         arena.begin_round(sig, c * esize);
         co_await arena.buffer_free();
-        std::memcpy(arena.own_buffer(), in, c * esize);
+        copy_wide(arena.own_buffer(), in, c * esize);
         arena.ready();
         co_await arena.all_ready();
         // My part from my input: not my line the peers read.
         point_at_buffers(arena, 0, in, srcs);
-        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        reduce_wide(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
 }
@@ -122,9 +123,10 @@ Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, s
         co_await arena.buffer_free(1);
         char* reduced = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
         point_at_buffers(arena, lo * esize, in + lo * esize, srcs);
-        reduce(reduced, srcs.data(), n, hi - lo, dtype, op, n);
+        reduce_wide(reduced, srcs.data(), n, hi - lo, dtype, op, n);
         // My own slice out now, while it is in my cache and before the peers read it.
-        copy_out(static_cast<char*>(recv) + (off + lo) * esize, reduced, (hi - lo) * esize, stream);
+        copy_wide(static_cast<char*>(recv) + (off + lo) * esize, reduced, (hi - lo) * esize,
+                  stream);
         arena.done();
         // Round 2: every other reduced slice out.
         arena.begin_round(sig);
@@ -133,9 +135,9 @@ Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, s
         for (int r = 0; r < n; ++r) {
             if (r == me) continue;
             auto [b, e] = slice(c, esize, r, n);
-            copy_out(static_cast<char*>(recv) + (off + b) * esize,
-                     static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize,
-                     stream);
+            copy_wide(static_cast<char*>(recv) + (off + b) * esize,
+                      static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize,
+                      stream);
         }
         arena.done();
     }
@@ -204,15 +206,23 @@ Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, si
     PerRank<Extents> theirs(n);
     for (int r = 0; r < n; ++r) theirs[r] = *static_cast<const Extents*>(arena.peer_buffer(r));
     co_await arena.buffer_free(1);
+    // The slice in parts over the rank's team, each reading a piece of every peer's part at a
+    // time into its share of the second buffer.
     char* scratch = static_cast<char*>(arena.own_buffer(1));
-    const size_t piece = arena.buffer_size() / size_t(std::max(n - 1, 1)) / 64 * 64;
-    PerRank<const void*> srcs(n);
+    const size_t peers = size_t(std::max(n - 1, 1));
+    const size_t parts = std::min(team_parts((hi - lo) * esize), arena.buffer_size() / peers / 64);
+    const size_t share = arena.buffer_size() / std::max<size_t>(parts, 1);
+    const size_t piece = share / peers / 64 * 64;
     char* out = static_cast<char*>(recv);
-    for (size_t at = lo * esize; at < hi * esize; at += piece) {
-        const size_t len = std::min(piece, hi * esize - at);
-        read_peer_parts(arena, send, at, len, scratch, piece, srcs);
-        reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);  // in rank order, as rsag
-    }
+    team_split(hi - lo, 64 / esize, parts, true, [&](size_t p, size_t b, size_t e) {
+        PerRank<const void*> srcs(n);
+        const size_t end = (lo + e) * esize;
+        for (size_t at = (lo + b) * esize; at < end; at += piece) {
+            const size_t len = std::min(piece, end - at);
+            read_peer_parts(arena, send, at, len, scratch + p * share, piece, srcs);
+            reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);  // in rank order, as rsag
+        }
+    });
     arena.done();
     // Round 2: once every slice is reduced (no one reads an input any more), every rank copies
     // the other slices from their owners' outputs, and waits until no one reads its own.

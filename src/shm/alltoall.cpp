@@ -190,7 +190,7 @@ Task alltoallv(Arena& arena, Signature sig, const void* send, const size_t* send
     const size_t own =
         in + sdispl[ume] != out + rdispl[ume] ? sdispl[ume + 1] - sdispl[ume] : size_t(0);
     auto copy_own = [&] {
-        copy_out(out + rdispl[ume], in + sdispl[ume], own, stream_own_block(own, rdispl[un]));
+        copy_wide(out + rdispl[ume], in + sdispl[ume], own, stream_own_block(own, rdispl[un]));
     };
     const bool may_beside = cma_beside_pays(own);
     const uint64_t digest = count_digest(ume, un, sendcounts, recvcounts);
@@ -316,16 +316,16 @@ Task alltoallv(Arena& arena, Signature sig, const void* send, const size_t* send
         for (size_t r = 0; r < un; ++r) {
             const size_t bytes = sdispl[r + 1] - sdispl[r];
             if (r != ume && off < bytes)
-                std::memcpy(full.at(buf, ume, r), in + sdispl[r] + off,
-                            std::min(full.piece, bytes - off));
+                copy_wide(full.at(buf, ume, r), in + sdispl[r] + off,
+                          std::min(full.piece, bytes - off));
         }
         arena.ready();
         co_await arena.all_ready();
         for (size_t r = 0; r < un; ++r) {
             const size_t bytes = rdispl[r + 1] - rdispl[r];
             if (r != ume && off < bytes)
-                copy_out(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), r, ume),
-                         std::min(full.piece, bytes - off), stream);
+                copy_wide(out + rdispl[r] + off, full.at(arena.peer_buffer(int(r)), r, ume),
+                          std::min(full.piece, bytes - off), stream);
         }
         arena.done();
     }

@@ -41,11 +41,11 @@ Task broadcast(Arena& arena, Signature sig, void* buf, size_t bytes, int root) {
         arena.begin_round(sig, len);
         if (arena.rank() == root) {
             co_await arena.buffer_free();
-            std::memcpy(arena.own_buffer(), static_cast<const char*>(buf) + off, len);
+            copy_wide(arena.own_buffer(), static_cast<const char*>(buf) + off, len);
             arena.ready();
         } else {
             co_await arena.ready_of(root);
-            copy_out(static_cast<char*>(buf) + off, arena.peer_buffer(root), len, stream);
+            copy_wide(static_cast<char*>(buf) + off, arena.peer_buffer(root), len, stream);
         }
         arena.done();
     }

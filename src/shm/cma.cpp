@@ -1,6 +1,5 @@
 #include "shm/cma.h"
 
-#include <pthread.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -8,17 +7,15 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <exception>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "base/error.h"
+#include "base/team.h"
 #include "base/wait.h"
 #include "shm/arena.h"
 
@@ -57,153 +54,32 @@ void transfer_one(Transfer fn, const char* what, const ProcessId& pid, void* loc
     }
 }
 
-std::atomic<long> poll_us{0};  // cma_parallel's poll
-
-// Helper threads that copy slices of large transfers (cma_parallel). One per process, made by
-// the first communicator and never destroyed (its threads sleep until there is work, and end with
-// the process). Several transfers may run at once (threads sharing communicators): the helpers
-// take slices of whichever is posted, each caller copies slices of its own until none is left
-// unclaimed, then waits for the ones the helpers took.
-class Slicer {
-public:
-    explicit Slicer(int helpers) : owner_(::getpid()) {
-        try {
-            for (; helpers_ < helpers; ++helpers_) {
-                std::thread t([this] { serve(); });
-                pthread_setname_np(t.native_handle(), "ccl-cma");
-                t.detach();
-            }
-        } catch (const std::system_error&) {  // no more threads: fewer helpers, same results
-        }
-    }
-    int helpers() const { return helpers_; }
-    // After a fork the helpers are gone (and the lock may be held by a thread that is too).
-    bool usable() const { return owner_ == ::getpid(); }
-
-    // Runs part(0) .. part(parts - 1); rethrows the first part's exception once all have ended.
-    void run(size_t parts, const std::function<void(size_t)>& part) {
-        Job job(part, parts);
-        {
-            std::lock_guard lock(m_);
-            jobs_.push_back(&job);
-        }
-        work_.notify_all();
-        copy(job);
-        {
-            std::lock_guard lock(m_);
-            jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));  // none left to claim
-        }
-        // The helpers' parts end about when this thread's do (they started together): poll for
-        // them, for a wake-up takes tens of microseconds on a virtual machine. (Helpers that
-        // polled for the next job as well made all-to-alls of 2 MiB slower on the 16-core host.)
-        poll([&] { return job.busy.load(std::memory_order_acquire) == 0; });
-        std::unique_lock lock(m_);
-        done_.wait(lock, [&] { return job.busy.load(std::memory_order_acquire) == 0; });
-        if (job.error) std::rethrow_exception(job.error);
-    }
-
-private:
-    struct Job {
-        Job(const std::function<void(size_t)>& p, size_t n) : part(p), parts(n), busy(n) {}
-        const std::function<void(size_t)>& part;
-        const size_t parts;
-        std::atomic<size_t> next{0};
-        // Parts not yet ended, plus the helpers holding the job: its caller lets it go at 0.
-        std::atomic<size_t> busy;
-        std::exception_ptr error;  // under m_
-    };
-
-    // Claims and copies parts of `job` until none is left to claim.
-    void copy(Job& job) {
-        for (size_t p; (p = job.next.fetch_add(1, std::memory_order_relaxed)) < job.parts;) {
-            try {
-                job.part(p);
-            } catch (...) {
-                std::lock_guard lock(m_);
-                if (!job.error) job.error = std::current_exception();
-            }
-            // Nobody to wake at 0: a helper holds the job until it returns (serve), so only the
-            // caller's own last part can end it, and the caller is not waiting then.
-            job.busy.fetch_sub(1, std::memory_order_acq_rel);
-        }
-    }
-
-    // Until done() or for the poll time: spinning a moment, then yielding the cpu between looks
-    // (as a rank's waits do, wait.h).
-    template <typename Done>
-    static void poll(Done&& done) {
-        const long us = poll_us.load(std::memory_order_relaxed);
-        if (us <= 0) return;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-        for (unsigned i = 0; !done(); ++i) {
-            if (i < 256) {
-                cpu_relax();
-            } else {
-                if (i % 16 == 0 && std::chrono::steady_clock::now() >= until) return;
-                sched_yield();
-            }
-        }
-    }
-
-    Job* claimable() {
-        for (Job* j : jobs_)
-            if (j->next.load(std::memory_order_relaxed) < j->parts) return j;
-        return nullptr;
-    }
-
-    void serve() {
-        std::unique_lock lock(m_);
-        for (;;) {
-            // Once: callers claim parts without the lock, so a second look may find none.
-            Job* job = nullptr;
-            work_.wait(lock, [&] { return (job = claimable()) != nullptr; });
-            job->busy.fetch_add(1, std::memory_order_relaxed);  // its caller waits for this
-            lock.unlock();
-            copy(*job);
-            lock.lock();
-            if (job->busy.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_all();
-        }
-    }
-
-    const pid_t owner_;
-    int helpers_ = 0;  // set before the Slicer is published
-    std::mutex m_;
-    std::condition_variable work_, done_;
-    std::vector<Job*> jobs_;  // under m_
-};
-
-std::atomic<Slicer*> slicer{nullptr};
-std::atomic<int> threads_wanted{1};
 std::atomic<size_t> slice_bytes{size_t(2) << 20};
-std::mutex slicer_made;
 
-// The threads a transfer may run on with `s` (null: none made yet).
-int threads_of(const Slicer* s) {
-    return s && s->usable()
-               ? std::min(threads_wanted.load(std::memory_order_relaxed), s->helpers() + 1)
-               : 1;
-}
+// Cuts a transfer over the rank's team: one of two slices or more at the remote side's multiples
+// of the slice, into as many parts of whole slices as the team has threads (parts that share a
+// page table contend for its lock); a shorter one of two parts or more (kCmaPartBytes, or a slice
+// if smaller) evenly at pages.
+constexpr size_t kCmaPartBytes = size_t(1) << 20;  // a part is a system call and its pinning
 
-// Cuts a transfer of at least two slices' bytes at the remote side's multiples of the slice,
-// into as many parts of whole slices as there are threads; one of one slice or more in two
-// halves, at the page boundary below the middle (where that is inside).
 void transfer(Transfer fn, const char* what, const ProcessId& pid, void* local, void* remote,
               size_t bytes) {
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
-    Slicer* s = bytes < slice ? nullptr : slicer.load(std::memory_order_acquire);
-    const size_t threads = size_t(threads_of(s));  // no getpid() for the small ones
-    if (threads < 2) return transfer_one(fn, what, pid, local, remote, bytes);
+    const size_t threads = size_t(team_size());
     const uintptr_t from = reinterpret_cast<uintptr_t>(remote), to = from + bytes;
-    const uintptr_t first = from / slice, slices = (to - 1) / slice - first + 1;
-    const bool halves = bytes < 2 * slice;
-    const size_t parts = halves ? 2 : std::min(slices, threads);
+    const uintptr_t first = from / slice, slices = bytes ? (to - 1) / slice - first + 1 : 0;
+    const bool whole = bytes >= 2 * slice;
+    const size_t parts = threads < 2 ? 1
+                         : whole     ? std::min(threads, size_t(slices))
+                                     : std::min(threads, bytes / std::min(slice, kCmaPartBytes));
+    if (parts < 2) return transfer_one(fn, what, pid, local, remote, bytes);
     auto cut = [&](size_t p) -> uintptr_t {  // where part p starts
         if (p == 0) return from;
         if (p == parts) return to;
-        return halves ? std::max(from, (from + bytes / 2) & ~uintptr_t(4095))
-                      : (first + p * slices / parts) * slice;
+        return whole ? (first + p * slices / parts) * slice
+                     : std::max(from, (from + bytes / parts * p) & ~uintptr_t(4095));
     };
-    s->run(parts, [&](size_t p) {
+    team_run(parts, [&](size_t p) {
         const uintptr_t a = cut(p), b = cut(p + 1);
         transfer_one(fn, what, pid, static_cast<char*>(local) + (a - from),
                      reinterpret_cast<void*>(a), b - a);
@@ -212,28 +88,13 @@ void transfer(Transfer fn, const char* what, const ProcessId& pid, void* local, 
 
 }  // namespace
 
-void cma_parallel(int threads, size_t slice, std::chrono::microseconds poll) {
-    slice_bytes.store(slice, std::memory_order_relaxed);
-    poll_us.store(long(poll.count()), std::memory_order_relaxed);
-    threads_wanted.store(threads, std::memory_order_relaxed);
-    std::lock_guard lock(slicer_made);
-    Slicer* s = slicer.load(std::memory_order_acquire);
-    if (threads <= 1 || (s && s->usable() && s->helpers() + 1 >= threads)) return;
-    // More helpers than before, or a forked child's first: a new set. An old one stays
-    // reachable and idle (its helpers sleep in it).
-    static std::vector<Slicer*> retired;
-    if (s) retired.push_back(s);
-    slicer.store(new Slicer(threads - 1), std::memory_order_release);
-}
+void cma_slice(size_t slice) { slice_bytes.store(slice, std::memory_order_relaxed); }
 
 void cma_read(const ProcessId& pid, void* local, const void* remote, size_t bytes) {
     transfer(::process_vm_readv, "process_vm_readv", pid, local, const_cast<void*>(remote), bytes);
 }
 
-int cma_threads() { return threads_of(slicer.load(std::memory_order_acquire)); }
-
 void cma_read_all(const CmaRead* reads, size_t n) {
-    Slicer* s = slicer.load(std::memory_order_acquire);
     const size_t slice = slice_bytes.load(std::memory_order_relaxed);
     size_t total = 0;
     bool whole = true;  // no block that transfer() would cut into slices
@@ -241,9 +102,10 @@ void cma_read_all(const CmaRead* reads, size_t n) {
         total += reads[i].bytes;
         whole = whole && reads[i].bytes < 2 * slice;
     }
-    if (threads_of(s) > 1 && n > 1 && total >= kParallelReads && whole) {
-        s->run(2, [&](size_t p) {
-            for (size_t i = p; i < n; i += 2)
+    const size_t parts = team_size() > 1 ? std::min<size_t>(2, n) : 1;  // two: see cma.h
+    if (parts > 1 && total >= kParallelReads && whole) {
+        team_run(parts, [&](size_t p) {
+            for (size_t i = p; i < n; i += parts)
                 transfer_one(::process_vm_readv, "process_vm_readv", reads[i].pid, reads[i].local,
                              const_cast<void*>(reads[i].remote), reads[i].bytes);
         });
@@ -255,17 +117,16 @@ void cma_read_all(const CmaRead* reads, size_t n) {
 
 bool cma_beside_pays(size_t bytes) {
     constexpr size_t kBesideBytes = size_t(512) << 10;  // a wake-up costs microseconds
-    return bytes >= kBesideBytes && cma_threads() > 1;
+    return bytes >= kBesideBytes && team_size() > 1;
 }
 
 void cma_beside(const std::function<void()>& first, const std::function<void()>& second) {
-    Slicer* s = slicer.load(std::memory_order_acquire);
-    if (threads_of(s) < 2) {
+    if (team_size() < 2) {
         first();
         second();
         return;
     }
-    s->run(2, [&](size_t p) { p == 0 ? first() : second(); });
+    team_run(2, [&](size_t p) { p == 0 ? first() : second(); });
 }
 
 void cma_write(const ProcessId& pid, void* remote, const void* local, size_t bytes) {

@@ -7,7 +7,6 @@
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,24 +25,20 @@ class Signature;
 void cma_read(const ProcessId& pid, void* local, const void* remote, size_t bytes);
 // Copies `bytes` from `local` to `remote` in process `pid`. Throws ccl::Error on failure.
 void cma_write(const ProcessId& pid, void* remote, const void* local, size_t bytes);
-// Large transfers in slices that several threads of this process copy at once: the kernel copies
-// a transfer's pages on the thread that asks, at one core's speed, and threads on pages under
-// different page tables scale. A transfer is cut at the remote side's multiples of `slice` (2 MiB:
-// one page table's span on x86-64) when it is two slices long or more, into at most `threads`
-// parts (this thread copies one); one of one to two slices goes in two halves. A transfer waiting
-// for its helpers' parts polls for up to `poll` before it sleeps. Process-wide; communicators made
-// by a launch set it (CCL_CMA_THREADS, CCL_CMA_SLICE). 1 thread: off. Measurements:
-// docs/tuning.md, "Slices and parallel reads".
-void cma_parallel(int threads, size_t slice,
-                  std::chrono::microseconds poll = std::chrono::microseconds(0));
-// The threads a large transfer runs on now (1: it is not cut).
-int cma_threads();
+// Large transfers in parts that the rank's team (base/team.h) copies at once: the kernel copies a
+// transfer's pages on the thread that asks, at one core's speed, and threads on pages under
+// different page tables scale. With a team, a transfer of two slices or more (`slice`: 2 MiB, one
+// page table's span on x86-64) is cut at the remote side's multiples of the slice into at most
+// the team's size of parts; a shorter one of two parts or more (1 MiB each, or a slice if
+// smaller) evenly at pages. Process-wide; communicators made by a launch set it (CCL_CMA_SLICE).
+// Measurements: docs/tuning.md, "Slices and parallel reads".
+void cma_slice(size_t slice);
 
-// Reads from several processes (an all-to-all's blocks from its peers). Where cma_parallel allows
-// threads, the blocks are below two slices each and they add up to kParallelReads or more, two
-// threads read them whole, alternate blocks each: readers of different processes pin pages under
-// different page tables (docs/tuning.md, "Slices and parallel reads"). Otherwise one after
-// another, in the order given (cma_read: large blocks cut).
+// Reads from several processes (an all-to-all's blocks from its peers). Where the rank has a team,
+// the blocks are below two slices each and they add up to kParallelReads or more, two of its
+// threads read them whole, alternate blocks each (three were slower: more readers of each peer):
+// readers of different processes pin pages under different page tables (docs/tuning.md, "Slices and
+// parallel reads"). Otherwise one after another, in the order given (cma_read: large blocks cut).
 struct CmaRead {
     ProcessId pid;
     void* local;
@@ -53,12 +48,12 @@ struct CmaRead {
 constexpr size_t kParallelReads = size_t(1) << 20;
 void cma_read_all(const CmaRead* reads, size_t n);
 
-// Runs `first` on this thread and `second` on a helper thread at once where transfers run on
-// several threads (cma_parallel), and returns when both have ended, rethrowing the first
+// Runs `first` on this thread and `second` on a helper thread at once where the rank has a team,
+// and returns when both have ended, rethrowing the first
 // exception; else one after the other (an exception of `first` skips `second`). For a copy within
 // this process beside single-copy reads (an all-to-all's or allgather's own block): the kernel's
 // copies leave this process's other cores idle. cma_beside_pays: whether a copy of `bytes` is worth
-// a helper's wake-up (microseconds): from 512 KiB, where transfers run on several threads.
+// a helper's wake-up (microseconds): from 512 KiB, where the rank has a team.
 void cma_beside(const std::function<void()>& first, const std::function<void()>& second);
 bool cma_beside_pays(size_t bytes);
 

@@ -11,6 +11,7 @@
 
 #include "ccl/ccl.h"
 #include "shm/arena.h"
+#include "shm/copy.h"
 
 namespace ccl::shm {
 
@@ -182,9 +183,9 @@ inline std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks
 inline void copy_peer_slices(void* buf, const void* chunk, size_t c, size_t esize, int me,
                              int nranks) {
     const auto [lo, hi] = slice(c, esize, me, nranks);
-    std::memcpy(buf, chunk, lo * esize);
-    std::memcpy(static_cast<char*>(buf) + hi * esize, static_cast<const char*>(chunk) + hi * esize,
-                (c - hi) * esize);
+    copy_wide(buf, chunk, lo * esize);
+    copy_wide(static_cast<char*>(buf) + hi * esize, static_cast<const char*>(chunk) + hi * esize,
+              (c - hi) * esize);
 }
 
 }  // namespace ccl::shm

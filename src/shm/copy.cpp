@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/team.h"
+
 namespace ccl::shm {
 
 size_t cache_piece_bytes() {
@@ -114,6 +116,12 @@ void copy_out(void* dst, const void* src, size_t n, bool stream) {
     }
     _mm_sfence();  // streamed stores are weakly ordered: complete them before anything follows
     std::memcpy(d + body, s + body, n - body);
+}
+
+void copy_wide(void* dst, const void* src, size_t n, bool stream) {
+    team_for(n, 1, 64, [&](size_t b, size_t e) {
+        copy_out(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, e - b, stream);
+    });
 }
 
 }  // namespace ccl::shm

@@ -13,6 +13,9 @@ inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
 // and a normal store first reads each destination line (read for ownership), a third of a copy's
 // memory traffic.
 void copy_out(void* dst, const void* src, size_t n, bool stream);
+// copy_out split over the rank's team (base/team.h) where it is large enough, at cache-line
+// multiples: the form the data path calls for its copies in and out of the arena.
+void copy_wide(void* dst, const void* src, size_t n, bool stream = false);
 
 // Whether a rank's own block of an exchange (allgather, all-to-all), copied from its input to its
 // output beside the transfers, streams: where the whole output is kStreamMinBytes or more, or where

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "base/reduce.h"
+#include "base/team.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
@@ -67,7 +68,7 @@ Task reduce_direct(Arena& arena, Signature sig, const void* send, void* recv, si
         arena.begin_round(sig, c * esize);
         if (arena.rank() != root) {
             co_await arena.buffer_free();
-            std::memcpy(arena.own_buffer(), in, c * esize);
+            copy_wide(arena.own_buffer(), in, c * esize);
             arena.done();  // nothing to read: ready and done at once
             continue;
         }
@@ -75,7 +76,7 @@ Task reduce_direct(Arena& arena, Signature sig, const void* send, void* recv, si
         arena.ready();
         co_await arena.all_ready();
         point_at_buffers(arena, 0, in, srcs);
-        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        reduce_wide(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
 }
@@ -104,7 +105,7 @@ Task reduce_split(Arena& arena, Signature sig, const void* send, void* recv, siz
             out = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
         }
         point_at_buffers(arena, lo * esize, in + lo * esize, srcs);
-        reduce(out, srcs.data(), n, hi - lo, dtype, op, n);
+        reduce_wide(out, srcs.data(), n, hi - lo, dtype, op, n);
         arena.done();
         // Round 2: the root gathers the reduced slices.
         arena.begin_round(sig);
@@ -117,9 +118,8 @@ Task reduce_split(Arena& arena, Signature sig, const void* send, void* recv, siz
         for (int r = 0; r < n; ++r) {
             if (r == root) continue;
             auto [b, e] = slice(c, esize, r, n);
-            std::memcpy(static_cast<char*>(recv) + (off + b) * esize,
-                        static_cast<const char*>(arena.peer_buffer(r)) + b * esize,
-                        (e - b) * esize);
+            copy_wide(static_cast<char*>(recv) + (off + b) * esize,
+                      static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize);
         }
         arena.done();
     }
@@ -139,21 +139,29 @@ Task reduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_
     share_extents(arena, {send, count * esize, recv, me == root ? count * esize : 0});
     co_await arena.all_ready();
     co_await arena.buffer_free(1);
-    // n - 1 pieces for the peers' parts and, off the root, one for the result.
+    // The slice in parts over the rank's team; in each part's share of the second buffer, n - 1
+    // pieces for the peers' parts and, off the root, one for the result.
     char* scratch = static_cast<char*>(arena.own_buffer(1));
-    const size_t piece = arena.buffer_size() / size_t(n) / 64 * 64;
-    char* result = scratch + size_t(n - 1) * piece;
-    PerRank<const void*> srcs(n);
-    for (size_t at = lo * esize; at < hi * esize; at += piece) {
-        const size_t len = std::min(piece, hi * esize - at);
-        read_peer_parts(arena, send, at, len, scratch, piece, srcs);
-        if (me == root) {
-            reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
-        } else {
-            reduce(result, srcs.data(), n, len / esize, dtype, op, n);
-            cma_write(arena.peer_process(root), peer_recv(arena, root, at, len), result, len);
+    const size_t parts =
+        std::min(team_parts((hi - lo) * esize), arena.buffer_size() / size_t(n) / 64);
+    const size_t share = arena.buffer_size() / std::max<size_t>(parts, 1);
+    const size_t piece = share / size_t(n) / 64 * 64;
+    team_split(hi - lo, 64 / esize, parts, true, [&](size_t p, size_t b, size_t e) {
+        char* pieces = scratch + p * share;
+        char* result = pieces + size_t(n - 1) * piece;
+        PerRank<const void*> srcs(n);
+        const size_t end = (lo + e) * esize;
+        for (size_t at = (lo + b) * esize; at < end; at += piece) {
+            const size_t len = std::min(piece, end - at);
+            read_peer_parts(arena, send, at, len, pieces, piece, srcs);
+            if (me == root) {
+                reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
+            } else {
+                reduce(result, srcs.data(), n, len / esize, dtype, op, n);
+                cma_write(arena.peer_process(root), peer_recv(arena, root, at, len), result, len);
+            }
         }
-    }
+    });
     arena.done();
     // Until every rank is done, peers may still read this rank's input, and the root's output
     // is not complete.

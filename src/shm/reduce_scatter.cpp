@@ -4,6 +4,7 @@
 
 #include "base/reduce.h"
 #include "shm/collectives.h"
+#include "shm/copy.h"
 #include "shm/reduce_peers.h"
 
 namespace ccl::shm {
@@ -28,13 +29,13 @@ Task reduce_scatter(Arena& arena, Signature sig, const void* send, void* recv, s
         // Peers read my pieces of their blocks; my own block I reduce from `send` directly.
         for (int r = 0; r < n; ++r)
             if (r != me)
-                std::memcpy(buf + size_t(r) * piece * esize, in + (size_t(r) * count + off) * esize,
-                            c * esize);
+                copy_wide(buf + size_t(r) * piece * esize, in + (size_t(r) * count + off) * esize,
+                          c * esize);
         arena.ready();
         co_await arena.all_ready();
         point_at_buffers(arena, size_t(me) * piece * esize, in + (size_t(me) * count + off) * esize,
                          srcs);
-        reduce(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
+        reduce_wide(static_cast<char*>(recv) + off * esize, srcs.data(), n, c, dtype, op, n);
         arena.done();
     }
 }

@@ -1,6 +1,7 @@
 // Prints, once its first communicator exists, the cpus of this rank's main thread and of a thread
 // it started before (as a framework's thread pool would be), one line per rank:
-// "rank R main LIST thread LIST" (LIST in the kernel's list format). bind_check.sh compares them.
+// "rank R main LIST thread LIST team T" (LIST in the kernel's list format; T the threads of the
+// rank's team, ccl_comm_threads). bind_check.sh compares them.
 #include <pthread.h>
 #include <sched.h>
 
@@ -43,10 +44,11 @@ int main() {
         pool.join();
         return 1;
     }
-    int rank = -1;
+    int rank = -1, team = 0;
     ccl_comm_rank(comm, &rank);
-    std::printf("rank %d main %s thread %s\n", rank, cpus(pthread_self()).c_str(),
-                cpus(pool.native_handle()).c_str());
+    ccl_comm_threads(comm, &team);
+    std::printf("rank %d main %s thread %s team %d\n", rank, cpus(pthread_self()).c_str(),
+                cpus(pool.native_handle()).c_str(), team);
     std::fflush(stdout);
     pthread_mutex_unlock(&mu);
     pool.join();

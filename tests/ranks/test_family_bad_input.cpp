@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -412,6 +413,19 @@ bool across_nodes() {
     int nodes = 1;
     EXPECT_EQ(ccl_comm_nodes(g_comm, &nodes, nullptr, 0), CCL_SUCCESS) << ccl_last_error();
     return nodes > 1;
+}
+
+// The rank's team: at least one thread, as many as CCL_RANK_THREADS asks where it is set; bad
+// handles and outputs refused.
+TEST(CommQueries, Threads) {
+    int threads = 0;
+    ASSERT_EQ(ccl_comm_threads(g_comm, &threads), CCL_SUCCESS) << ccl_last_error();
+    EXPECT_GE(threads, 1);
+    if (const char* v = std::getenv("CCL_RANK_THREADS")) {
+        EXPECT_EQ(threads, std::atoi(v));
+    }
+    EXPECT_EQ(ccl_comm_threads(g_comm, nullptr), CCL_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(ccl_comm_threads(nullptr, &threads), CCL_SUCCESS);
 }
 
 TEST(FamilyMismatch, AlltoallvCountsDisagreeOnOneRank) {

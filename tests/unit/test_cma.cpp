@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/team.h"
 #include "shm/cma.h"
 
 TEST(Cma, ProbeTimesAReadOrFails) {
@@ -26,6 +27,12 @@ TEST(Cma, ProbeTimesAReadOrFails) {
     EXPECT_LT(ccl::shm::cma_probe(getpid(), nullptr, sizeof word), 0);  // a bad address fails
 }
 
+// The rank's team of `threads` (base/team.h) and transfers cut at `slice`.
+void team_of(int threads, size_t slice) {
+    ccl::team_configure(threads);
+    ccl::shm::cma_slice(slice);
+}
+
 // The tests of threaded transfers: skipped where single copy is not allowed; each leaves
 // transfers on one thread again, as the process started, however it ends.
 class CmaThreads : public ::testing::Test {
@@ -35,21 +42,17 @@ protected:
         if (ccl::shm::cma_probe(getpid(), &probe, sizeof probe) < 0)
             GTEST_SKIP() << "process_vm_readv is not allowed here";
     }
-    void TearDown() override { ccl::shm::cma_parallel(1, 2u << 20); }
+    void TearDown() override { team_of(1, 2u << 20); }
 };
-class CmaPoll : public CmaThreads,
-                public ::testing::WithParamInterface<std::chrono::microseconds> {};
-INSTANTIATE_TEST_SUITE_P(SleepOrPoll, CmaPoll,
-                         ::testing::Values(std::chrono::microseconds(0),
-                                           std::chrono::microseconds(2000)),
-                         [](const auto& info) { return info.param.count() ? "poll" : "sleep"; });
+class CmaTeam : public CmaThreads, public ::testing::WithParamInterface<int> {};
+INSTANTIATE_TEST_SUITE_P(Threads, CmaTeam, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param); });
 
-// Large transfers in slices on several threads (cma_parallel): every byte arrives, wherever the
-// slice boundaries fall (or the middle, below two slices), with several transfers at once;
-// nothing outside the range is touched. With helpers that sleep at once, and with helpers (and
-// callers) that poll a while first.
-TEST_P(CmaPoll, SlicedTransfersCopyEveryByte) {
-    ccl::shm::cma_parallel(4, 4096, GetParam());
+// Large transfers in parts on the team's threads: every byte arrives, wherever the slice
+// boundaries fall (or the pages, with fewer slices than parts), with several transfers at once;
+// nothing outside the range is touched.
+TEST_P(CmaTeam, SlicedTransfersCopyEveryByte) {
+    team_of(GetParam(), 4096);
     auto check = [](unsigned seed) {
         for (size_t bytes : {size_t(0), size_t(1), size_t(4097), size_t(8191), size_t(8192),
                              size_t(3 * 4096 + 17), size_t(1 << 20) + 123}) {
@@ -76,10 +79,23 @@ TEST_P(CmaPoll, SlicedTransfersCopyEveryByte) {
     for (auto& t : threads) t.join();
 }
 
+// Transfers shorter than two slices but of two parts (1 MiB) or more go in parts cut at pages.
+TEST_P(CmaTeam, ShortTransfersCutAtPages) {
+    team_of(GetParam(), 2u << 20);
+    for (size_t bytes : {size_t(2) << 20, (size_t(3) << 20) + 4095}) {
+        std::vector<unsigned char> src(bytes + 100), dst(bytes + 128, 0xee);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = (unsigned char)(i * 29 + 3);
+        ccl::shm::cma_read(ccl::this_process(), dst.data() + 64, src.data() + 77, bytes);
+        ASSERT_EQ(std::memcmp(dst.data() + 64, src.data() + 77, bytes), 0) << bytes;
+        for (size_t i = 0; i < 64; ++i) ASSERT_EQ(dst[i], 0xee);
+        for (size_t i = 64 + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xee);
+    }
+}
+
 // A slice that fails (here: a page in the middle is not mapped) fails the whole transfer with
 // the system's reason, on the calling thread; the helpers go on serving later transfers.
-TEST_P(CmaPoll, SlicedTransferFailureIsReported) {
-    ccl::shm::cma_parallel(4, 4096, GetParam());
+TEST_P(CmaTeam, SlicedTransferFailureIsReported) {
+    team_of(GetParam(), 4096);
     const size_t page = 4096, bytes = 8 * page;
     void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(map, MAP_FAILED);
@@ -106,7 +122,7 @@ TEST_P(CmaPoll, SlicedTransferFailureIsReported) {
 // asked, and a failing one fails the call.
 TEST_F(CmaThreads, ReadAllCopiesEveryBlock) {
     for (size_t slice : {size_t(1) << 30, size_t(4096)}) {  // two threads; then slices instead
-        ccl::shm::cma_parallel(3, slice);
+        team_of(3, slice);
         const size_t sizes[] = {300000, 1, 0, 500001, 4096, 400000};
         std::vector<std::vector<unsigned char>> src, dst;
         std::vector<ccl::shm::CmaRead> reads;
@@ -135,7 +151,7 @@ TEST_F(CmaThreads, ReadAllCopiesEveryBlock) {
 // caller (threaded: once both have ended).
 TEST_F(CmaThreads, BesideRunsBothAndRethrows) {
     for (int threads : {1, 3}) {
-        ccl::shm::cma_parallel(threads, 4096);
+        team_of(threads, 4096);
         std::vector<int> order;
         std::mutex m;
         std::atomic<int> ran{0};

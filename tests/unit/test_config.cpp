@@ -90,9 +90,9 @@ TEST(Config, ParsesValues) {
     EXPECT_EQ(parse({{"CCL_CMA_MIN", "32K"}}).cma_min, 32u << 10);
     EXPECT_FALSE(parse({}).allreduce_cma_max_set);
     EXPECT_TRUE(parse({{"CCL_ALLREDUCE_CMA_MAX", "64M"}}).allreduce_cma_max_set);
-    EXPECT_EQ(parse({}).cma_threads, 0);  // auto
-    EXPECT_EQ(parse({{"CCL_CMA_THREADS", "auto"}}).cma_threads, 0);
-    EXPECT_EQ(parse({{"CCL_CMA_THREADS", "3"}}).cma_threads, 3);
+    EXPECT_EQ(parse({}).rank_threads, 0);  // auto
+    EXPECT_EQ(parse({{"CCL_RANK_THREADS", "auto"}}).rank_threads, 0);
+    EXPECT_EQ(parse({{"CCL_RANK_THREADS", "3"}}).rank_threads, 3);
     EXPECT_EQ(parse({}).cma_slice, 2u << 20);
     EXPECT_EQ(parse({{"CCL_CMA_SLICE", "4K"}}).cma_slice, 4096u);
 }
@@ -121,8 +121,8 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_ALLTOALL_CMA_MAX", "-4K");
     expect_rejected("CCL_CMA_MIN", "0");
     expect_rejected("CCL_CMA_MIN", "some");
-    expect_rejected("CCL_CMA_THREADS", "0");
-    expect_rejected("CCL_CMA_THREADS", "65");
+    expect_rejected("CCL_RANK_THREADS", "0");
+    expect_rejected("CCL_RANK_THREADS", "257");
     expect_rejected("CCL_CMA_SLICE", "2K");  // below a page
     expect_rejected("CCL_CMA_SLICE", "3M");  // not a power of two
     expect_rejected("CCL_CMA_SLICE", "2G");
@@ -220,7 +220,7 @@ TEST(Config, NumbersAreStrict) {
         {"CCL_CMA_MIN", "32K"},
         {"CCL_ALLGATHER_CMA_MAX", "1G"},
         {"CCL_ALLTOALL_CMA_MAX", "64K"},
-        {"CCL_CMA_THREADS", "3"},
+        {"CCL_RANK_THREADS", "3"},
         {"CCL_CMA_SLICE", "4K"},
         {"CCL_POLL_TIME_US", "500"},
         {"CCL_WORKER_COUNT", "2"},

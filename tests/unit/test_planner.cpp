@@ -68,19 +68,23 @@ TEST(Planner, AllreduceAsTheUserForces) {
 TEST(Planner, AllreduceSingleCopyWhereItPays) {
     const Config cfg;
     const SingleCopy copy = cheap_copy(4);
-    // Slices (bytes / ranks) of 256 KiB or more; threaded copies: no upper bound.
-    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, copy), cfg), Algo::allreduce_cma);
-    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB - 64, node(4, copy), cfg), Algo::rsag);
-    EXPECT_EQ(choose(CollType::allreduce, 256 * MiB, node(4, copy), cfg), Algo::allreduce_cma);
-    // Copies on one thread: below CCL_ALLREDUCE_CMA_MAX (32 MiB).
+    // Ranks with a team: through the arena, whose copies the team splits too.
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, copy), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 256 * MiB, node(4, copy), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::reduce, 16 * MiB, node(4, copy), cfg), Algo::reduce_split);
+    // Ranks of one thread: slices (bytes / ranks) of 256 KiB or more, below
+    // CCL_ALLREDUCE_CMA_MAX (32 MiB).
     SingleCopy one = copy;
     one.threaded = false;
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, one), cfg), Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB - 64, node(4, one), cfg), Algo::rsag);
     EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(4, one), cfg), Algo::allreduce_cma);
     EXPECT_EQ(choose(CollType::allreduce, 32 * MiB, node(4, one), cfg), Algo::rsag);
-    // A bound the user gives holds with threaded copies too.
+    // A bound the user gives holds with a team too.
     Config bounded;
     bounded.allreduce_cma_max = 8 * MiB;
     bounded.allreduce_cma_max_set = true;
+    EXPECT_EQ(choose(CollType::allreduce, 4 * MiB, node(4, copy), bounded), Algo::allreduce_cma);
     EXPECT_EQ(choose(CollType::allreduce, 8 * MiB, node(4, copy), bounded), Algo::rsag);
     // Dear bytes: never of its own choice.
     SingleCopy dear = copy;
@@ -101,8 +105,11 @@ TEST(Planner, ReduceDirectAtTwoRanksAlways) {
     EXPECT_EQ(choose(CollType::reduce, 64 * KiB + 4, node(8), cfg), Algo::reduce_split);
     EXPECT_EQ(choose(CollType::reduce, 5 * KiB, node(16), cfg), Algo::reduce_direct);
     EXPECT_EQ(choose(CollType::reduce, 5 * KiB + 4, node(16), cfg), Algo::reduce_split);
-    // Beyond direct, single copy where allreduce would take it.
-    EXPECT_EQ(choose(CollType::reduce, 4 * MiB, node(4, cheap_copy(4)), cfg), Algo::reduce_cma);
+    // Beyond direct, single copy where allreduce would take it (ranks of one thread).
+    SingleCopy one = cheap_copy(4);
+    one.threaded = false;
+    EXPECT_EQ(choose(CollType::reduce, 4 * MiB, node(4, one), cfg), Algo::reduce_cma);
+    EXPECT_EQ(choose(CollType::reduce, 4 * MiB, node(4, cheap_copy(4)), cfg), Algo::reduce_split);
     // A bound or an algorithm the user gives holds at 2 ranks too.
     Config given;
     given.allreduce_direct_max = 1 * KiB;
@@ -272,13 +279,22 @@ TEST(Tuning, NoSingleCopyWhereTheProbeFailed) {
     EXPECT_FALSE(s.cheap());
 }
 
-TEST(Tuning, ThreadsPerTransfer) {
-    EXPECT_EQ(cma_threads(3, 1, 16, 16), 3);  // given
-    EXPECT_EQ(cma_threads(0, 16, 16, 4), 4);
-    EXPECT_EQ(cma_threads(0, 64, 64, 2), 4);  // at most 4
-    EXPECT_EQ(cma_threads(0, 2, 16, 2), 2);   // within the cpus it may use
-    EXPECT_EQ(cma_threads(0, 16, 16, 16), 1);
-    EXPECT_EQ(cma_threads(0, 16, 0, 4), 1);  // the node's cpus unknown
+TEST(Tuning, ArenaBuffersGrowWithTheTeam) {
+    EXPECT_EQ(arena_buffer_bytes(1 * MiB, false, 1), 1 * MiB);
+    EXPECT_EQ(arena_buffer_bytes(1 * MiB, false, 2), 2 * MiB);
+    EXPECT_EQ(arena_buffer_bytes(1 * MiB, false, 16), 4 * MiB);     // at most 4x
+    EXPECT_EQ(arena_buffer_bytes(64 * 1024, true, 8), 64u * 1024);  // given: as is
+}
+
+TEST(Tuning, TeamIsTheRanksCpus) {
+    EXPECT_EQ(team_threads(3, 1, 16, 16), 3);  // given
+    EXPECT_EQ(team_threads(0, 4, 16, 4), 4);   // bound to 4 of 16, 4 ranks
+    EXPECT_EQ(team_threads(0, 16, 16, 4), 4);  // unbound: its share
+    EXPECT_EQ(team_threads(0, 32, 64, 2), 32);
+    EXPECT_EQ(team_threads(0, 2, 16, 2), 2);  // within the cpus it may use
+    EXPECT_EQ(team_threads(0, 16, 16, 16), 1);
+    EXPECT_EQ(team_threads(0, 2, 2, 8), 1);   // more ranks than cpus
+    EXPECT_EQ(team_threads(0, 16, 0, 4), 1);  // the node's cpus unknown
 }
 
 TEST(Tuning, ThresholdFollowsTheFixedCost) {

@@ -94,6 +94,9 @@ const char* const kUsage =
     "                     where the OS puts them. block and core need a core per rank. Default:\n"
     "                     block on this machine when the ranks fit, else none; none with --hosts\n"
     "                     (fake nodes share one machine's cores)\n"
+    "  --cpus-per-rank K  block, with K cores per rank (each with its hardware threads) rather\n"
+    "                     than an equal share: a layout of ranks that own several cores each,\n"
+    "                     whose threads (OMP_NUM_THREADS, ccl's team: CCL_RANK_THREADS) use them\n"
     "  -h, --help         show this help\n"
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
     "LOCAL_WORLD_SIZE (local: among the ranks of its host). CCL_KVS_IFACE picks the interface of\n"
@@ -102,7 +105,8 @@ const char* const kUsage =
     "points at (one that is stopped, or the one the ranks' errors name).\n";
 const char* const kShortUsage =
     "\nusage: cclrun -n N [-l|--label] [--timeout SECONDS] [--hosts LIST|--hostfile FILE "
-    "[--ppn M] [--launcher-cmd CMD]] [--bind-to block|core|none] [--] prog [args...] "
+    "[--ppn M] [--launcher-cmd CMD]] [--bind-to block|core|none] [--cpus-per-rank K] [--] prog "
+    "[args...] "
     "(cclrun --help says more)";
 
 struct Options {
@@ -115,7 +119,8 @@ struct Options {
     std::string launcher = kDefaultLauncher;
     std::vector<std::string> exports;  // -x
     cclrun::Bind bind = cclrun::Bind::automatic;
-    bool agent = false;  // hidden: cclrun's agent on a host
+    int cores_per_rank = 0;  // --cpus-per-rank
+    bool agent = false;      // hidden: cclrun's agent on a host
 };
 
 // "cclrun: " (or "cclrun@host: " in an agent) before each message of ours.
@@ -194,6 +199,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
             have_launcher = true;
         } else if ((v = value_of(a, "--bind-to"))) {
             o.bind = cclrun::parse_bind(*v);
+        } else if ((v = value_of(a, "--cpus-per-rank"))) {
+            o.cores_per_rank = parse_count(*v, "--cpus-per-rank", "cores per rank");
         } else if ((v = value_of(a, "-x")) || (v = value_of(a, "--env"))) {
             if (v->empty() || v->front() == '=') throw BadUsage("-x wants NAME or NAME=VALUE");
             o.exports.push_back(*v);
@@ -216,6 +223,9 @@ std::optional<Options> parse_args(int argc, char** argv) {
         if (o.nranks == 0) throw BadUsage("missing -n N (the number of ranks)");
     }
     if (o.argv.empty()) throw BadUsage("missing the program to run");
+    if (o.cores_per_rank && o.bind != cclrun::Bind::automatic && o.bind != cclrun::Bind::block)
+        throw BadUsage(
+            "--cpus-per-rank binds each rank to its cores: it goes with --bind-to block");
     return o;
 }
 
@@ -830,8 +840,9 @@ std::vector<Child> start_ranks(const cclrun::JobSpec& spec, bool capture, int st
     std::vector<cpu_set_t> cpus;
     if (spec.bind != cclrun::Bind::none) {
         std::string why;
-        cpus = ccl::core_sets(spec.local_size, spec.bind == cclrun::Bind::core ? 1 : 0, why);
-        if (cpus.empty() && spec.bind != cclrun::Bind::automatic)
+        cpus = ccl::core_sets(spec.local_size,
+                              spec.bind == cclrun::Bind::core ? 1 : spec.cores_per_rank, why);
+        if (cpus.empty() && (spec.bind != cclrun::Bind::automatic || spec.cores_per_rank))
             say("not binding the ranks" + where + ": " + why);
     }
     // Ranks cclrun leaves unbound stay so, unless the user set CCL_BIND: the library would bind
@@ -889,6 +900,7 @@ int run_local(const Options& o) {
     spec.size = spec.local_size = o.nranks;
     spec.label = o.label;
     spec.bind = o.bind;
+    spec.cores_per_rank = o.cores_per_rank;
     spec.argv = o.argv;
     std::vector<Child> ranks;
     try {
@@ -964,7 +976,9 @@ int run_hosts(const Options& o) {
             spec.first_rank = p.first_rank;
             spec.local_size = p.nranks;
             spec.label = o.label;
-            spec.bind = o.bind == cclrun::Bind::automatic ? cclrun::Bind::none : o.bind;
+            spec.bind = o.bind == cclrun::Bind::automatic && !o.cores_per_rank ? cclrun::Bind::none
+                                                                               : o.bind;
+            spec.cores_per_rank = o.cores_per_rank;
             spec.env = env;
             spec.argv = o.argv;
             StartRequest req;

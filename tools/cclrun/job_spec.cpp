@@ -45,6 +45,7 @@ std::string encode(const JobSpec& s) {
     put(out, "local", std::to_string(s.local_size));
     put(out, "label", s.label ? "1" : "0");
     put(out, "bind", bind_name(s.bind));
+    put(out, "cores", std::to_string(s.cores_per_rank));
     for (const auto& e : s.env) put(out, "env", e);
     for (const auto& a : s.argv) put(out, "arg", a);
     put(out, "end", "");
@@ -92,6 +93,8 @@ std::optional<JobSpec> decode(std::string_view data) {
             s.label = v == "1";
         else if (key == "bind")
             s.bind = bind_of(v);
+        else if (key == "cores")
+            s.cores_per_rank = to_int(key, v);
         else if (key == "env")
             s.env.emplace_back(v);
         else if (key == "arg")

@@ -21,6 +21,7 @@ struct JobSpec {
     int local_size = 0;
     bool label = false;             // prefix output lines with "[rank] "
     Bind bind = Bind::none;         // --bind-to (automatic: block when the ranks fit)
+    int cores_per_rank = 0;         // --cpus-per-rank with block (0: an equal share)
     std::vector<std::string> env;   // "NAME=value" to set in the ranks' environment
     std::vector<std::string> argv;  // the program and its arguments
 };

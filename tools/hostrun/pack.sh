@@ -23,7 +23,7 @@ carry_libs() {
         xargs -r -I{} cp -L {} "$dir/"
 }
 mkdir -p "$dest/bin" "$dest/lib"
-bins=(ccl_bench cclrun ccl_info handoff_lat exchange_lat line_rtt)
+bins=(ccl_bench cclrun ccl_info handoff_lat exchange_lat line_rtt copy_bw)
 for b in "${bins[@]}"; do cp "$build/$b" "$dest/bin/"; done
 cp -L "$build/libccl.so.0" "$dest/lib/"
 carry_libs "$dest/lib" "$build/libccl.so.0" "${bins[@]/#/$build/}"

@@ -181,9 +181,7 @@ void team_configure(int threads) {
 }
 
 void team_run_parts(size_t parts, TeamPart part, bool wake) {
-    Team* t = parts > 1 && team_size() > 1 && detail::team_here
-                  ? team.load(std::memory_order_acquire)
-                  : nullptr;
+    Team* t = parts > 1 && team_size() > 1 ? team.load(std::memory_order_acquire) : nullptr;
     if (t && t->run(parts, part, wake)) return;
     std::exception_ptr error;  // as with a team: every part runs, the first error is rethrown
     for (size_t p = 0; p < parts; ++p) try {

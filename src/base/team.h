@@ -12,28 +12,28 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
-#include <type_traits>
 
 namespace ccl {
 
 // Sets the team's size: `threads` counting the caller (1: no helpers, every job runs on the caller
 // alone). A larger size adds helpers; a smaller one leaves the extra helpers asleep.
 void team_configure(int threads);
-// The threads a job runs on now (1 where there is no team, or after a fork: helpers are not
-// inherited). Inline: every copy and reduction of the data path asks.
-namespace detail {
-extern std::atomic<int> team_threads;
-}
-inline int team_size() { return detail::team_threads.load(std::memory_order_relaxed); }
-
 // Whether this thread's jobs go to the team (default: yes). A progress worker's do not: it runs
 // nonblocking collectives while the application computes on the rank's cores, and helpers taking
 // them would slow the application more than they speed the collective (a DDP step took twice as
 // long: docs/tuning.md, "The rank's team"). A thread that waits for its request drives the rest
 // of the collective itself (core/request.cpp), with the team.
 void team_for_this_thread(bool on);
+
 namespace detail {
+extern std::atomic<int> team_threads;
 extern thread_local bool team_here;
+}  // namespace detail
+// The threads a job this thread posts runs on (1 where there is no team, on a thread that does
+// not use it, or after a fork: helpers are not inherited). Inline: every large copy and
+// reduction of the data path asks.
+inline int team_size() {
+    return detail::team_here ? detail::team_threads.load(std::memory_order_relaxed) : 1;
 }
 
 // A part of a job: called with the part's number (a reference to the caller's callable, which
@@ -62,7 +62,7 @@ inline constexpr size_t kTeamWakeBytes = size_t(256) << 10;
 // How many parts a job over `bytes` is cut into: up to the team's size, each at least
 // kTeamPartBytes (1: run it whole, here).
 inline size_t team_parts(size_t bytes) {
-    if (bytes < 2 * kTeamPartBytes || !detail::team_here) return 1;
+    if (bytes < 2 * kTeamPartBytes) return 1;
     return std::min(size_t(team_size()), bytes / kTeamPartBytes);
 }
 

@@ -42,7 +42,7 @@ Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
         setup_multinode(boot, buffer);
     shape_ = {size_, arena_->nranks(), arena_->buffer_size(), multinode(), {}};
     check_settings_agree();
-    set_up_single_copy();
+    shape_.copy = probe_single_copy();
     recent_ = {};  // planned before single copy was known
     workers();     // started now, so that the first nonblocking call does not pay for it
     log().info(

@@ -143,13 +143,11 @@ private:
     // Collective, at creation: fails (CCL_ERROR_INVALID_USAGE, naming the variable) where ranks
     // were given different settings that choose algorithms.
     void check_settings_agree();
-    // A launch's communicator sizes the process's team (base/team.h), before its arena: a
-    // split's ranks keep their parent's.
+    // A launch's communicator sizes the process's team (base/team.h), before its arena, and sets
+    // where single-copy transfers are cut: a split's ranks keep their parent's.
     void configure_team();
-    // Collective, at creation: probes single copy and sets shape_.copy.
-    void set_up_single_copy();
-    // What single copy may carry; `threads`, this rank's team (base/team.h).
-    tuning::SingleCopy probe_single_copy(int threads);
+    // Collective, at creation: what single copy may carry, every rank's team (base/team.h) known.
+    tuning::SingleCopy probe_single_copy();
     shm::WaitPolicy wait_policy() const;  // how this node's ranks wait (shm/wait.h)
     // Maps this node's segments (and, across nodes, opens the fabric endpoint); collective.
     void setup_single_node(Bootstrap& boot, size_t buffer_size);

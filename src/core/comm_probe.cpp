@@ -1,6 +1,5 @@
 // Communicator's single-copy probe at creation: what the kernel's copies cost here, agreed by
 // every rank; core/tuning derives the bounds from it.
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/team.h"
+#include "base/wait.h"
 #include "core/comm.h"
 #include "core/tuning.h"
 #include "shm/cma.h"
@@ -18,9 +18,7 @@ namespace {
 
 // The rank's team (base/team.h, tuning::team_threads).
 int team_threads_wanted(const Config& c, const Topology& t) {
-    cpu_set_t mine;
-    const int own = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? CPU_COUNT(&mine) : 1;
-    return tuning::team_threads(c.rank_threads, own, t.node_cpus(), t.local_size());
+    return tuning::team_threads(c.rank_threads, usable_cpus(), t.node_cpus(), t.local_size());
 }
 
 }  // namespace
@@ -32,9 +30,7 @@ void Communicator::configure_team() {
         log().info("each rank moves large collectives' bytes on {} threads", team_size());
 }
 
-void Communicator::set_up_single_copy() { shape_.copy = probe_single_copy(team_size()); }
-
-tuning::SingleCopy Communicator::probe_single_copy(int threads) {
+tuning::SingleCopy Communicator::probe_single_copy() {
     if (size_ == 1) return {};
     // Every rank reads a word of the next rank's memory; all must succeed (and want it).
     const int64_t word = 0x63636c;
@@ -74,7 +70,7 @@ tuning::SingleCopy Communicator::probe_single_copy(int threads) {
                         tuning::crowded_cma_min_bytes(0, topo_.local_size(), topo_.node_cpus()),
                         per_byte,
                         ~per_byte,
-                        uint64_t(threads < 2)},
+                        uint64_t(team_size() < 2)},
              agreed[9];
     run({CollType::allreduce, 9, CCL_UINT64, CCL_MAX, 0}, {vote, agreed, {}});
     tuning::Probe p;

@@ -5,7 +5,6 @@
 
 #include "base/error.h"
 #include "base/reduce.h"
-#include "base/team.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
@@ -208,21 +207,18 @@ Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, si
     co_await arena.buffer_free(1);
     // The slice in parts over the rank's team, each reading a piece of every peer's part at a
     // time into its share of the second buffer.
-    char* scratch = static_cast<char*>(arena.own_buffer(1));
-    const size_t peers = size_t(std::max(n - 1, 1));
-    const size_t parts = std::min(team_parts((hi - lo) * esize), arena.buffer_size() / peers / 64);
-    const size_t share = arena.buffer_size() / std::max<size_t>(parts, 1);
-    const size_t piece = share / peers / 64 * 64;
     char* out = static_cast<char*>(recv);
-    team_split(hi - lo, 64 / esize, parts, true, [&](size_t p, size_t b, size_t e) {
-        PerRank<const void*> srcs(n);
-        const size_t end = (lo + e) * esize;
-        for (size_t at = (lo + b) * esize; at < end; at += piece) {
-            const size_t len = std::min(piece, end - at);
-            read_peer_parts(arena, send, at, len, scratch + p * share, piece, srcs);
-            reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);  // in rank order, as rsag
-        }
-    });
+    split_over_scratch(static_cast<char*>(arena.own_buffer(1)), arena.buffer_size(),
+                       size_t(std::max(n - 1, 1)), lo, hi, esize,
+                       [&](char* pieces, size_t piece, size_t begin, size_t end) {
+                           PerRank<const void*> srcs(n);
+                           for (size_t at = begin; at < end; at += piece) {
+                               const size_t len = std::min(piece, end - at);
+                               read_peer_parts(arena, send, at, len, pieces, piece, srcs);
+                               // In rank order, as rsag.
+                               reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);
+                           }
+                       });
     arena.done();
     // Round 2: once every slice is reduced (no one reads an input any more), every rank copies
     // the other slices from their owners' outputs, and waits until no one reads its own.

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <functional>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 

@@ -49,11 +49,11 @@ constexpr size_t kParallelReads = size_t(1) << 20;
 void cma_read_all(const CmaRead* reads, size_t n);
 
 // Runs `first` on this thread and `second` on a helper thread at once where the rank has a team,
-// and returns when both have ended, rethrowing the first
-// exception; else one after the other (an exception of `first` skips `second`). For a copy within
-// this process beside single-copy reads (an all-to-all's or allgather's own block): the kernel's
-// copies leave this process's other cores idle. cma_beside_pays: whether a copy of `bytes` is worth
-// a helper's wake-up (microseconds): from 512 KiB, where the rank has a team.
+// and returns when both have ended, rethrowing the first exception; else one after the other (an
+// exception of `first` skips `second`). For a copy within this process beside single-copy reads
+// (an all-to-all's or allgather's own block): the kernel's copies leave this process's other
+// cores idle. cma_beside_pays: whether a copy of `bytes` is worth a helper's wake-up
+// (microseconds): from 512 KiB, where the rank has a team.
 void cma_beside(const std::function<void()>& first, const std::function<void()>& second);
 bool cma_beside_pays(size_t bytes);
 

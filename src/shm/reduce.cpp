@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "base/reduce.h"
-#include "base/team.h"
 #include "shm/cma.h"
 #include "shm/collectives.h"
 #include "shm/copy.h"
@@ -141,27 +140,23 @@ Task reduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_
     co_await arena.buffer_free(1);
     // The slice in parts over the rank's team; in each part's share of the second buffer, n - 1
     // pieces for the peers' parts and, off the root, one for the result.
-    char* scratch = static_cast<char*>(arena.own_buffer(1));
-    const size_t parts =
-        std::min(team_parts((hi - lo) * esize), arena.buffer_size() / size_t(n) / 64);
-    const size_t share = arena.buffer_size() / std::max<size_t>(parts, 1);
-    const size_t piece = share / size_t(n) / 64 * 64;
-    team_split(hi - lo, 64 / esize, parts, true, [&](size_t p, size_t b, size_t e) {
-        char* pieces = scratch + p * share;
-        char* result = pieces + size_t(n - 1) * piece;
-        PerRank<const void*> srcs(n);
-        const size_t end = (lo + e) * esize;
-        for (size_t at = (lo + b) * esize; at < end; at += piece) {
-            const size_t len = std::min(piece, end - at);
-            read_peer_parts(arena, send, at, len, pieces, piece, srcs);
-            if (me == root) {
-                reduce(static_cast<char*>(recv) + at, srcs.data(), n, len / esize, dtype, op, n);
-            } else {
-                reduce(result, srcs.data(), n, len / esize, dtype, op, n);
-                cma_write(arena.peer_process(root), peer_recv(arena, root, at, len), result, len);
-            }
-        }
-    });
+    split_over_scratch(static_cast<char*>(arena.own_buffer(1)), arena.buffer_size(), size_t(n), lo,
+                       hi, esize, [&](char* pieces, size_t piece, size_t begin, size_t end) {
+                           char* result = pieces + size_t(n - 1) * piece;
+                           PerRank<const void*> srcs(n);
+                           for (size_t at = begin; at < end; at += piece) {
+                               const size_t len = std::min(piece, end - at);
+                               read_peer_parts(arena, send, at, len, pieces, piece, srcs);
+                               if (me == root) {
+                                   reduce(static_cast<char*>(recv) + at, srcs.data(), n,
+                                          len / esize, dtype, op, n);
+                               } else {
+                                   reduce(result, srcs.data(), n, len / esize, dtype, op, n);
+                                   cma_write(arena.peer_process(root),
+                                             peer_recv(arena, root, at, len), result, len);
+                               }
+                           }
+                       });
     arena.done();
     // Until every rank is done, peers may still read this rank's input, and the root's output
     // is not complete.

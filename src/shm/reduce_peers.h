@@ -6,7 +6,10 @@
 
 #include <cstddef>
 
+#include <algorithm>
+
 #include "base/reduce.h"
+#include "base/team.h"
 #include "shm/collectives.h"
 
 namespace ccl::shm {
@@ -30,6 +33,21 @@ inline void point_at_buffers(const Arena& arena, size_t at, const void* mine,
     const int n = arena.nranks(), me = arena.rank();
     for (int r = 0; r < n; ++r)
         srcs[r] = r == me ? mine : static_cast<const char*>(arena.peer_buffer(r)) + at;
+}
+
+// A single-copy reduction's slice, elements [lo, hi) of `esize` bytes, in parts over the rank's
+// team: each part gets its share of the `scratch_bytes` at `scratch`, room for `pieces` pieces of
+// `piece` bytes (a multiple of a cache line), and runs fn(share, piece, begin, end) for its byte
+// range [begin, end) of the message.
+template <class Fn>
+void split_over_scratch(char* scratch, size_t scratch_bytes, size_t pieces, size_t lo, size_t hi,
+                        size_t esize, Fn&& fn) {
+    const size_t parts = std::min(team_parts((hi - lo) * esize), scratch_bytes / pieces / 64);
+    const size_t share = scratch_bytes / std::max<size_t>(parts, 1);
+    const size_t piece = share / pieces / 64 * 64;
+    team_split(hi - lo, 64 / esize, parts, true, [&](size_t p, size_t b, size_t e) {
+        fn(scratch + p * share, piece, (lo + b) * esize, (lo + e) * esize);
+    });
 }
 
 }  // namespace ccl::shm

@@ -210,6 +210,50 @@ void submit_call(ccl_comm_t handle, Communicator& comm, const CollSignature& sig
     submit_to_core(handle, comm, sig, bufs, kNoAttrs, req && attr && attr->synchronous, req);
 }
 
+void check_tag(int tag) {
+    if (tag < 0 || tag > CollSignature::kMaxTag) [[unlikely]]
+        throw Error(CCL_ERROR_INVALID_ARGUMENT, "tag " + std::to_string(tag) +
+                                                    " is out of range (0 to CCL_TAG_MAX, " +
+                                                    std::to_string(CollSignature::kMaxTag) + ")");
+}
+
+ccl_result_t p2p_send(const char* what, const void* buf, size_t count, ccl_datatype_t dtype,
+                      int peer, int tag, ccl_comm_t comm, ccl_request_t* req) {
+    return guarded(what, [&] {
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
+        check_dtype(dtype);
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
+        check_peer(peer, c);
+        check_tag(tag);
+        CollSignature sig{CollType::send, count, dtype, CCL_SUM, peer};
+        sig.tag = tag;
+        submit_call(comm, c, sig, {buf, nullptr, {}}, nullptr, req);
+    });
+}
+
+// `any`: CCL_ANY_SOURCE is a peer (ccl_recv_tagged); ccl_recv refuses it as out of range.
+ccl_result_t p2p_recv(const char* what, bool any, void* buf, size_t count, ccl_datatype_t dtype,
+                      int peer, int tag, int* source, ccl_comm_t comm, ccl_request_t* req) {
+    return guarded(what, [&] {
+        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
+        Communicator& c = *entry;
+        check_dtype(dtype);
+        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
+        if (!any || peer != CCL_ANY_SOURCE) check_peer(peer, c);
+        check_tag(tag);
+        CollSignature sig{CollType::recv, count, dtype, CCL_SUM, peer};
+        sig.tag = tag;
+        Buffers bufs{nullptr, buf, {}};
+        // A named peer is the source; any peer's is written by the receive itself.
+        if (peer == CCL_ANY_SOURCE)
+            bufs.source = source;
+        else if (source)
+            *source = peer;
+        submit_call(comm, c, sig, std::move(bufs), nullptr, req);
+    });
+}
+
 }  // namespace
 
 }  // namespace ccl::capi
@@ -387,28 +431,22 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
 
 ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
                       ccl_comm_t comm, ccl_request_t* req) {
-    return guarded(__func__, [&] {
-        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
-        Communicator& c = *entry;
-        check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
-        check_peer(peer, c);
-        submit_call(comm, c, {CollType::send, count, dtype, CCL_SUM, peer}, {buf, nullptr, {}},
-                    nullptr, req);
-    });
+    return p2p_send(__func__, buf, count, dtype, peer, 0, comm, req);
 }
 
 ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, ccl_comm_t comm,
                       ccl_request_t* req) {
-    return guarded(__func__, [&] {
-        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
-        Communicator& c = *entry;
-        check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
-        check_peer(peer, c);
-        submit_call(comm, c, {CollType::recv, count, dtype, CCL_SUM, peer}, {nullptr, buf, {}},
-                    nullptr, req);
-    });
+    return p2p_recv(__func__, false, buf, count, dtype, peer, 0, nullptr, comm, req);
+}
+
+ccl_result_t ccl_send_tagged(const void* buf, size_t count, ccl_datatype_t dtype, int peer, int tag,
+                             ccl_comm_t comm, ccl_request_t* req) {
+    return p2p_send(__func__, buf, count, dtype, peer, tag, comm, req);
+}
+
+ccl_result_t ccl_recv_tagged(void* buf, size_t count, ccl_datatype_t dtype, int peer, int tag,
+                             int* source, ccl_comm_t comm, ccl_request_t* req) {
+    return p2p_recv(__func__, true, buf, count, dtype, peer, tag, source, comm, req);
 }
 
 ccl_result_t ccl_group_start(void) {

@@ -336,6 +336,24 @@ CCL_API ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int
                               ccl_comm_t comm, ccl_request_t* req);
 
 /*
+ * Tagged messages, and receives from any rank. A message carries a tag, 0 to CCL_TAG_MAX
+ * (ccl_send and ccl_recv are tag 0). ccl_recv_tagged takes the first message not yet received
+ * from `peer` that carries `tag`; with peer CCL_ANY_SOURCE, the first such message from any rank
+ * (among those that have arrived, any rank's may come first). Messages of one tag between two
+ * ranks match in the order they were sent, whatever messages of other tags do: one that arrives
+ * ahead of its receive waits, copied, for the receive of its tag. `source` (may be NULL) gets
+ * the sender's rank once the receive completes; it must stay valid until then, like `buf`.
+ * Count and datatype must agree as for ccl_recv. Across nodes only tag 0 from a named peer
+ * (CCL_ERROR_UNSUPPORTED otherwise).
+ */
+#define CCL_ANY_SOURCE (-1)
+#define CCL_TAG_MAX 16777215
+CCL_API ccl_result_t ccl_send_tagged(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
+                                     int tag, ccl_comm_t comm, ccl_request_t* req);
+CCL_API ccl_result_t ccl_recv_tagged(void* buf, size_t count, ccl_datatype_t dtype, int peer,
+                                     int tag, int* source, ccl_comm_t comm, ccl_request_t* req);
+
+/*
  * Requests. ccl_wait blocks until the collective completes and returns its result (its own error
  * if it failed, with ccl_last_error() describing it). ccl_test sets *done to 1 once complete (then
  * returns the collective's result, like ccl_wait) and to 0 before (returning CCL_SUCCESS). A

@@ -27,10 +27,12 @@ bool Communicator::recv_now(const CollSignature& sig, const Buffers& bufs,
                             std::shared_ptr<Request>* req) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     // One that may go single-copy takes the general path, which offers its buffer to the sender.
-    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= shape_.copy.p2p_min || !idle())
+    if (fabric_ || bytes > shm::Mailbox::kQuickBytes || bytes >= shape_.copy.p2p_min ||
+        sig.root == CollSignature::kAnySource || !idle())
         return false;
     check_broken(false);  // as start() does
-    if (sig.count != last_recv_.count || sig.dtype != last_recv_.dtype) {
+    if (sig.count != last_recv_.count || sig.dtype != last_recv_.dtype ||
+        sig.tag != last_recv_.tag) {
         last_recv_ = sig;
         last_recv_digest_ = sig.p2p_digest();
     }
@@ -63,7 +65,8 @@ bool Communicator::send_now(const CollSignature& sig, const Buffers& bufs) {
     const size_t bytes = sig.count * dtype_size(sig.dtype);
     if (fabric_ || bytes > shm::Mailbox::kSpanMax || bytes >= shape_.copy.p2p_min) return false;
     check_broken();  // as run() does for a send
-    if (sig.count != last_send_.count || sig.dtype != last_send_.dtype) {
+    if (sig.count != last_send_.count || sig.dtype != last_send_.dtype ||
+        sig.tag != last_send_.tag) {
         last_send_ = sig;
         last_send_digest_ = sig.p2p_digest();
     }

@@ -35,7 +35,7 @@ Step mailbox_step(shm::Mailbox& box, const CollSignature& sig, int peer, size_t 
                     return box.send(b.send, bytes, digest, peer, cma_min);
                 }};
     return {"shm/recv", [&box, bytes, peer, cma_min, digest](const Buffers& b) {
-                return box.recv(b.recv, bytes, digest, peer, cma_min);
+                return box.recv(b.recv, bytes, digest, peer, cma_min, b.source);
             }};
 }
 

@@ -78,11 +78,21 @@ Schedule plan_multinode(Communicator& comm, const CollSignature& sig, Algo algo)
             const int peer = sig.root;
             const bool is_send = sig.coll == CollType::send;
             const uint32_t digest = sig.p2p_digest();
+            if (peer == CollSignature::kAnySource)
+                throw Error(CCL_ERROR_UNSUPPORTED,
+                            "a receive from any rank is not supported on a communicator whose "
+                            "ranks span nodes (name the peer)");
             if (t.node_of(peer) == t.node()) {  // a co-located peer: the node's mailbox
                 s.steps.push_back(mailbox_step(comm.mailbox(), sig, t.local_rank_of(peer),
                                                comm.shape().copy.p2p_min));
                 break;
             }
+            if (sig.tag != 0)
+                throw Error(CCL_ERROR_UNSUPPORTED,
+                            "tagged messages (tag " + std::to_string(sig.tag) +
+                                ") to and from "
+                                "ranks on other nodes are not supported (rank " +
+                                std::to_string(peer) + " is on another node): use tag 0");
             if (is_send)
                 s.steps.push_back({"ofi/send", [&c, digest, bytes, peer](const Buffers& b) {
                                        return hier::send(c, digest, b.send, bytes, peer);

@@ -90,7 +90,10 @@ std::string CollSignature::describe() const {
     if (reduces) s += std::string(", ") + op_name(op);
     if (coll == CollType::broadcast || coll == CollType::reduce)
         s += ", root " + std::to_string(root);
-    if (coll == CollType::send || coll == CollType::recv) s += ", peer " + std::to_string(root);
+    if (coll == CollType::send || coll == CollType::recv) {
+        s += root == kAnySource ? std::string(", any peer") : ", peer " + std::to_string(root);
+        if (tag != 0) s += ", tag " + std::to_string(tag);
+    }
     return s + ")";
 }
 

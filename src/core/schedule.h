@@ -71,14 +71,20 @@ struct CollSignature {
     size_t count = 0;
     ccl_datatype_t dtype = CCL_UINT8;
     ccl_reduction_t op = CCL_SUM;
-    int root = 0;  // the root, or the peer of send / recv
+    int root = 0;  // the root, or the peer of send / recv (kAnySource: any peer's message)
+    int tag = 0;   // send / recv: the message's tag (0 to kMaxTag)
+
+    static constexpr int kAnySource = -1;
+    static constexpr int kMaxTag = (1 << 24) - 1;  // what p2p_digest has room for
 
     bool operator==(const CollSignature&) const = default;
     // What the rounds of this call by `algo` say of it (shm::Signature): every field exactly.
     shm::Signature round(Algo algo) const;
     // What a send and its receive must share besides their byte size (which the transports
-    // compare): the datatype, which with the size gives the count exactly.
-    uint32_t p2p_digest() const { return uint32_t(dtype) + 1; }
+    // compare): the datatype, which with the size gives the count exactly, and the tag, which
+    // receives match by (p2p_tag).
+    uint32_t p2p_digest() const { return uint32_t(tag) << 8 | (uint32_t(dtype) + 1); }
+    static int p2p_tag(uint32_t digest) { return int(digest >> 8); }
     std::string describe() const;  // e.g. "allreduce(count 5, float32, sum)"
 };
 
@@ -91,6 +97,7 @@ struct Buffers {
     const void* send = nullptr;
     void* recv = nullptr;
     std::vector<size_t> counts;
+    int* source = nullptr;  // a receive: where the sender's rank goes (kAnySource needs it)
 };
 
 struct Step {

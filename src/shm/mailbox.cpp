@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -133,7 +134,8 @@ Mailbox::Mailbox(Segment seg, std::string prefix, Arena& arena)
       prefix_(std::move(prefix)),
       arena_(arena),
       out_(size_t(arena.nranks())),
-      in_(size_t(arena.nranks())) {
+      in_(size_t(arena.nranks())),
+      stash_(size_t(arena.nranks())) {
     if (seg_.size() != bytes_needed(arena.nranks()))
         throw Error(CCL_ERROR_INTERNAL, "mailbox segment " + seg_.name() + " has the wrong size");
     const int me = arena.rank();
@@ -450,6 +452,7 @@ Task Mailbox::send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t
 }
 
 bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
+    if (stashed_ != 0) return false;  // the message may be there (recv looks)
     const int me = arena_.rank();
     Channel& ch = channel(peer, me);
     Inbox& in = in_[size_t(peer)];
@@ -480,18 +483,135 @@ bool Mailbox::try_recv(void* buf, size_t bytes, uint32_t sig, int peer) {
     return true;
 }
 
-Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min) {
+// Waits until a message from any peer is posted: polls every channel, and checks each peer's
+// deadline and liveness as a wait on that peer would (any-source receives are rare: no futex).
+class Mailbox::AnyPosted final : public Waiter {
+public:
+    explicit AnyPosted(Mailbox& box) {
+        const int me = box.arena_.rank();
+        watches_.reserve(size_t(box.arena_.nranks()));
+        for (int p = 0; p < box.arena_.nranks(); ++p) {
+            Channel& ch = box.channel(p, me);
+            const uint32_t tail = ch.tail.load(std::memory_order_relaxed);
+            watches_.emplace_back(
+                box.arena_, Arena::Word{&box.in_[size_t(p)].ring.at(tail).seq, &ch.head_waiters, p},
+                tail + 1);
+        }
+    }
+    int peer() const { return peer_; }
+
+    bool ready() override {
+        for (size_t i = 0; i < watches_.size(); ++i)
+            if (watches_[i].ready()) {
+                peer_ = int(i);
+                return true;
+            }
+        return false;
+    }
+    void block() override {
+        for (int i = 0; !ready(); ++i) {
+            if (i < 64)
+                cpu_relax();
+            else
+                std::this_thread::sleep_for(kNap);
+        }
+    }
+    Sleeper sleeper() override {
+        return
+            [](std::chrono::microseconds max) { std::this_thread::sleep_for(std::min(max, kNap)); };
+    }
+    bool await_ready() { return ready(); }
+    void await_suspend(Task::Handle h) { h.promise().waiting = this; }
+    void await_resume() {}
+
+private:
+    static constexpr std::chrono::microseconds kNap{50};
+    std::vector<Arena::Watch> watches_;  // one per peer, on the descriptor at its tail
+    int peer_ = -1;
+};
+
+void Mailbox::mismatch(size_t bytes, int peer, size_t total) {
+    throw Error(CCL_ERROR_INVALID_USAGE,
+                "a receive of " + std::to_string(bytes) + " bytes from rank " +
+                    std::to_string(peer) + " met a send of " + std::to_string(total) +
+                    " bytes or of another datatype; a send and its receive must agree on count "
+                    "and datatype (the message was dropped)");
+}
+
+bool Mailbox::take_stashed(void* buf, size_t bytes, uint32_t sig, int peer, int* source) {
+    if (stashed_ == 0) return false;
+    const int first = peer == kAnyPeer ? 0 : peer;
+    const int last = peer == kAnyPeer ? arena_.nranks() - 1 : peer;
+    for (int p = first; p <= last; ++p) {
+        auto& q = stash_[size_t(p)];
+        auto it = std::find_if(q.begin(), q.end(),
+                               [&](const Stashed& m) { return tag_of(m.sig) == tag_of(sig); });
+        if (it == q.end()) continue;
+        Stashed m = std::move(*it);
+        q.erase(it);
+        --stashed_;
+        if (source) *source = p;
+        if (m.bytes != bytes || m.sig != sig) mismatch(bytes, p, m.bytes);
+        if (bytes > 0) std::memcpy(buf, m.data.get(), bytes);
+        return true;
+    }
+    return false;
+}
+
+Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min, int* source) {
+    if (take_stashed(buf, bytes, sig, peer, source)) co_return;
+    const int me = arena_.rank();
+    for (;;) {
+        // The next message of the peer's channel, or of the first channel with one.
+        int from = peer;
+        if (peer == kAnyPeer) {
+            AnyPosted any(*this);
+            co_await any;
+            from = any.peer();
+        }
+        Channel& ch = channel(from, me);
+        Inbox& in = in_[size_t(from)];
+        uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
+        const Desc& d = in.ring.at(tail);
+        if (peer != kAnyPeer) {
+            if (bytes >= cma_min && d.seq.load(std::memory_order_acquire) != tail + 1) {
+                // Not sent yet: offer the sender this buffer (see send); it writes straight into
+                // it only a message of this size and signature, this tag's.
+                ch.posted_addr.store(reinterpret_cast<uint64_t>(buf), std::memory_order_relaxed);
+                ch.posted_bytes.store(bytes, std::memory_order_relaxed);
+                ch.posted_sig.store(sig, std::memory_order_relaxed);
+                ch.posted_index.store(tail, std::memory_order_release);
+            }
+            co_await arena_.watch(
+                {const_cast<std::atomic<uint32_t>*>(&d.seq), &ch.head_waiters, from}, tail + 1);
+        }
+        if (d.offset == kLink) {  // the messages continue in a larger ring
+            follow(in, from, d.seg.capacity, d.seg.gen);
+            ch.tail.store(++tail, std::memory_order_release);
+            continue;
+        }
+        if (tag_of(d.sig) == tag_of(sig)) {
+            Task t = take(buf, bytes, sig, from);
+            while (!co_await Nested{t}) {
+            }
+            if (source) *source = from;
+            co_return;
+        }
+        // Another tag's: kept for the receive of that tag.
+        Stashed m{d.sig, d.total, std::unique_ptr<char[]>(new char[std::max<size_t>(d.total, 1)])};
+        Task t = take(m.data.get(), m.bytes, m.sig, from);
+        while (!co_await Nested{t}) {
+        }
+        stash_[size_t(from)].push_back(std::move(m));
+        ++stashed_;
+    }
+}
+
+Task Mailbox::take(void* buf, size_t bytes, uint32_t sig, int peer) {
     const int me = arena_.rank();
     Channel& ch = channel(peer, me);
     Inbox& in = in_[size_t(peer)];
-    uint32_t tail = ch.tail.load(std::memory_order_relaxed);  // only this rank advances it
-    if (bytes >= cma_min && in.ring.at(tail).seq.load(std::memory_order_acquire) != tail + 1) {
-        // Not sent yet: offer the sender this buffer (see send).
-        ch.posted_addr.store(reinterpret_cast<uint64_t>(buf), std::memory_order_relaxed);
-        ch.posted_bytes.store(bytes, std::memory_order_relaxed);
-        ch.posted_sig.store(sig, std::memory_order_relaxed);
-        ch.posted_index.store(tail, std::memory_order_release);
-    }
+    uint32_t tail = ch.tail.load(std::memory_order_relaxed);
     size_t got = 0, total = 0;
     bool match = true, started = false;
     while (!started || got < total) {
@@ -528,12 +648,7 @@ Task Mailbox::recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_m
         tail += span;
         ch.tail.store(tail, std::memory_order_release);
     }
-    if (!match)
-        throw Error(CCL_ERROR_INVALID_USAGE,
-                    "a receive of " + std::to_string(bytes) + " bytes from rank " +
-                        std::to_string(peer) + " met a send of " + std::to_string(total) +
-                        " bytes or of another datatype; a send and its receive must agree on "
-                        "count and datatype (the message was dropped)");
+    if (!match) mismatch(bytes, peer, total);
 }
 
 }  // namespace ccl::shm

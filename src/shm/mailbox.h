@@ -18,11 +18,18 @@
 //
 // A large message goes in up to four pieces, so a receiver that is already waiting copies one
 // piece out while the sender copies the next one in.
+//
+// Tags: the upper 24 bits of a message's signature are its tag (core's p2p_digest puts it there).
+// A receive takes the first message from its peer, or from any peer, that carries its tag; a
+// message of another tag ahead of it in the channel is copied out into this rank's memory (the
+// stash) for the receive of its own tag. So messages of one tag between two ranks match in the
+// order they were sent, whatever other tags do.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -50,6 +57,8 @@ public:
     // Receives this small may be taken without a coroutine (try_recv): one piece, inline or in
     // the data segment the previous one came through.
     static constexpr size_t kQuickBytes = 16u << 10;
+    static constexpr int kAnyPeer = -1;  // a receive's peer: whichever sends a matching message
+    static uint32_t tag_of(uint32_t sig) { return sig >> 8; }
     static size_t bytes_needed(int nranks);
 
     // `seg` holds the channels (zero-filled by its creator); `arena` provides the waits, peer
@@ -78,8 +87,10 @@ public:
     // receives from one thread at a time (which may differ from the sender's). From `cma_min`
     // bytes (shm/cma.h; SIZE_MAX: never), a receive that waits offers its buffer, and a send that
     // finds its receive offered writes straight into it.
+    // `peer` of a receive may be kAnyPeer; `source` (may be null) gets the sender's rank.
     Task send(const void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min);
-    Task recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min);
+    Task recv(void* buf, size_t bytes, uint32_t sig, int peer, size_t cma_min,
+              int* source = nullptr);
     // A receive at once, without a coroutine, when its message has arrived and matches, in its
     // descriptor or in one piece in the data segment already mapped. False: nothing happened
     // (call recv).
@@ -94,6 +105,12 @@ public:
 private:
     struct Channel;
     struct Desc;
+    class AnyPosted;
+    struct Stashed {  // a message received ahead of the receive of its tag
+        uint32_t sig;
+        size_t bytes;
+        std::unique_ptr<char[]> data;
+    };
     // Where a channel's pieces are announced: the channel's own ring, or a larger one in a segment
     // of the sender's. Piece i is in descriptor i & mask.
     struct Ring {
@@ -154,12 +171,19 @@ private:
     void make_room(Outbox& out, Channel& ch, int peer, uint32_t need);
     // The receiver's side of a link: maps ring `gen` of `slots` descriptors from `peer`.
     void follow(Inbox& in, int peer, uint64_t slots, uint32_t gen);
+    // Receives the next message from `peer` into buf (every piece of it), whatever its tag.
+    Task take(void* buf, size_t bytes, uint32_t sig, int peer);
+    // A stashed message for this receive (the oldest of its tag from its peer): copied into buf.
+    bool take_stashed(void* buf, size_t bytes, uint32_t sig, int peer, int* source);
+    [[noreturn]] static void mismatch(size_t bytes, int peer, size_t total);
 
     Segment seg_;
     std::string prefix_;
     Arena& arena_;
     std::vector<Outbox> out_;
     std::vector<Inbox> in_;
+    std::vector<std::deque<Stashed>> stash_;  // per peer, in the order they arrived
+    size_t stashed_ = 0;                      // in all of stash_ (receives look at it first)
 };
 
 }  // namespace ccl::shm

@@ -31,6 +31,18 @@ else
     fail "environment of -n 3" "rc=$rc" "output: $out" "stderr: $(cat "$TMP/err")"
 fi
 
+
+# torch's env:// rendezvous: MASTER_ADDR and one free MASTER_PORT for all ranks; set ones stay.
+out=$(env -u MASTER_ADDR -u MASTER_PORT "$CCLRUN" -n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT' \
+    2>"$TMP/err" | sort -u)
+kept=$(MASTER_ADDR=node7 MASTER_PORT=29999 "$CCLRUN" -n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT' \
+    2>>"$TMP/err" | sort -u)
+if [[ $out =~ ^127\.0\.0\.1\ [0-9]+$ && ${out#* } -gt 0 && ${out#* } -lt 65536 &&
+      $kept == "node7 29999" ]]; then
+    ok "MASTER_ADDR and MASTER_PORT"
+else
+    fail "MASTER_ADDR and MASTER_PORT" "set: $out" "kept: $kept" "stderr: $(cat "$TMP/err")"
+fi
 # Labels: stdout and stderr separately, a partial last line flushed at EOF.
 "$CCLRUN" -n 2 -l -- sh -c 'echo out$CCL_RANK; echo err$CCL_RANK >&2; printf "tail$CCL_RANK"' \
     >"$TMP/out" 2>"$TMP/err"

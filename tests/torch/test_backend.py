@@ -2,16 +2,14 @@
 independent references where gloo lacks a collective (torch 1.13's gloo has no
 all_gather_into_tensor, reduce_scatter or all_to_all, nor bfloat16, bool or AVG).
 
-Run one process per rank, under cclrun (CCL_RANK, CCL_SIZE) or torchrun (RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT):
+Run one process per rank, under cclrun or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
     cclrun -n 4 -- python3 tests/torch/test_backend.py
 Any failure prints its traceback and exits 1 at once; the launcher stops the other ranks.
 """
 import os
-import re
 import sys
-import tempfile
 import traceback
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -57,7 +55,7 @@ def close(a, b, what, rtol):
 def raises(fn, words, what):
     try:
         fn()
-    except RuntimeError as e:
+    except (RuntimeError, ValueError) as e:
         for w in words:
             assert w in str(e).lower(), f"{what}: error {str(e)!r} does not say {w!r}"
         return
@@ -148,6 +146,21 @@ def test_gathers(gloo):
     flat[rank * 500:(rank + 1) * 500] = values(500, torch.float32)
     dist.all_gather_into_tensor(flat, flat[rank * 500:(rank + 1) * 500])
     equal(flat, torch.cat([values(500, torch.float32, r) for r in range(size)]), "in-place all_gather_into_tensor")
+    # coalesced (torch wants one dtype): several shapes, one non-contiguous, one empty; and gloo
+    def coalesced_inputs(r):
+        return [values(10, torch.float32, r), values(6, torch.float32, r).view(2, 3).t(),
+                values(0, torch.float32, r), values(3000, torch.float32, r)]
+    ins = coalesced_inputs(rank)
+    outs = [[torch.empty_like(t) for t in ins] for _ in range(size)]
+    ref = [[torch.empty_like(t) for t in ins] for _ in range(size)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "will be deprecated"
+        dist.all_gather_coalesced(outs, ins)
+        dist.all_gather_coalesced(ref, ins, group=gloo)
+    for r in range(size):
+        for i, t in enumerate(coalesced_inputs(r)):
+            equal(outs[r][i], t, f"all_gather_coalesced block {r} tensor {i}")
+            equal(outs[r][i], ref[r][i], f"all_gather_coalesced vs gloo block {r} tensor {i}")
     # gather and scatter, every root, against gloo
     for root in range(size):
         t = values(777, torch.float32)
@@ -231,6 +244,38 @@ def test_point_to_point():
     for q in dist.batch_isend_irecv(ops):
         q.wait()
     equal(got[:64], values(64, torch.float32, prv), "batch_isend_irecv")
+    # tags: sent 3, 1, 2 (1 large), received 1, 2, 3; isend/irecv with tags
+    sizes = {1: 300_000, 2: 7, 3: 50}
+    for tag in (3, 1, 2):
+        dist.send(values(sizes[tag], torch.float32, rank * 10 + tag), nxt, tag=tag)
+    for tag in (1, 2, 3):
+        t = torch.empty(sizes[tag])
+        dist.recv(t, prv, tag=tag)
+        equal(t, values(sizes[tag], torch.float32, prv * 10 + tag), f"recv tag {tag}")
+    w = dist.irecv(got[:9], prv, tag=11)
+    dist.isend(values(9, torch.float32, rank + 500), nxt, tag=12).wait()
+    dist.isend(values(9, torch.float32, rank + 600), nxt, tag=11).wait()
+    w.wait()
+    equal(got[:9], values(9, torch.float32, prv + 600), "irecv tag 11 past a tag-12 message")
+    dist.recv(got[:9], prv, tag=12)
+    equal(got[:9], values(9, torch.float32, prv + 500), "the tag-12 message kept aside")
+    # from any source: every rank sends two to rank 0, which learns the senders
+    for k in range(2):
+        dist.send(values(5, torch.int64, rank * 100 + k), 0, tag=4)
+    if rank == 0:
+        seen = {}
+        for i in range(2 * size):
+            t = torch.empty(5, dtype=torch.int64)
+            if i % 2:
+                w = dist.irecv(t, tag=4)
+                w.wait()
+                src = w._source_rank()
+            else:
+                src = dist.recv(t, tag=4)
+            k = seen.get(src, 0)
+            equal(t, values(5, torch.int64, src * 100 + k), f"any-source message {k} from {src}")
+            seen[src] = k + 1
+        assert seen == {r: 2 for r in range(size)}, f"any-source senders: {seen}"
 
 
 def test_async_and_futures():
@@ -251,8 +296,55 @@ def test_async_and_futures():
     while not w.is_completed():
         pass
     w.wait()  # completed: returns at once
+    late = w.get_future()  # asked for after completion: made complete
+    assert late.done(), "a completed work's future is not done"
+    equal(late.wait()[0], torch.full((10,), float(size)), "future of a completed work")
     w = dist.barrier(async_op=True)
     w.wait()
+
+
+def test_deepspeed_ops():
+    # inference_all_reduce: in place, the same tensor back, every dtype DeepSpeed's op takes
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        a = values(1000, dtype)
+        got = ccl_torch.inference_all_reduce(a)
+        assert got is a, "inference_all_reduce did not return its tensor"
+        ref = torch.stack([values(1000, torch.float64, r) for r in range(size)]).sum(0).to(dtype)
+        equal(a, ref, f"inference_all_reduce {dtype}")
+    # the torch ops: in place, out of place (input untouched), and shapes on the meta device
+    a = values(300, torch.float32)
+    torch.ops.ccl.inference_all_reduce_(a)
+    ref = sum(values(300, torch.float64, r) for r in range(size)).float()
+    equal(a, ref, "torch.ops.ccl.inference_all_reduce_")
+    b = values(300, torch.float32)
+    out = torch.ops.ccl.inference_all_reduce(b)
+    equal(out, ref, "torch.ops.ccl.inference_all_reduce")
+    equal(b, values(300, torch.float32), "torch.ops.ccl.inference_all_reduce's input")
+    if TORCH2:  # torch 1.13 has no autograd fallthrough for meta tensors (nor torch.compile)
+        m = torch.ops.ccl.inference_all_reduce(torch.empty(4, 5, device="meta"))
+        assert m.device.type == "meta" and m.shape == (4, 5), f"meta: {m.device} {m.shape}"
+    # a non-contiguous tensor (a staged copy, copied back), another reduction, a subgroup
+    c = values(200, torch.float32).view(20, 10).t()
+    expect = torch.stack([values(200, torch.float32, r).view(20, 10).t() for r in range(size)])
+    ccl_torch.inference_all_reduce(c, op=R.MAX)
+    equal(c, expect.max(0).values, "inference_all_reduce MAX, non-contiguous")
+    pair = dist.new_group([0, 1])
+    if rank < 2:
+        d = values(50, torch.float32)
+        ccl_torch.inference_all_reduce(d, group=pair)
+        equal(d, values(50, torch.float32, 0) + values(50, torch.float32, 1),
+              "inference_all_reduce over a subgroup")
+    # all_reduce_caching: the cached schedule serves new buffers of the same call
+    for k in range(3):
+        e = values(4096, torch.float32) + k
+        assert ccl_torch.all_reduce_caching(e, R.SUM, "layer0.attn") is None
+        equal(e, sum(values(4096, torch.float64, r) + k for r in range(size)).float(),
+              f"all_reduce_caching call {k}")
+    f = values(100, torch.int32)
+    w = ccl_torch.all_reduce_caching(f, R.SUM, "layer0.mlp", async_op=True)
+    w.wait()
+    equal(f, sum(values(100, torch.int64, r) for r in range(size)).int(), "all_reduce_caching async")
+    raises(lambda: ccl_torch.all_reduce_caching(f, R.SUM, ""), ["match_id"], "no match_id")
 
 
 def test_subgroups(gloo):
@@ -308,8 +400,8 @@ def test_non_contiguous():
 def test_errors():
     t = values(10, torch.float32)
     raises(lambda: dist.all_reduce(t, op=R.BAND), ["ccl", "band"], "BAND on floats")
-    raises(lambda: dist.send(t, (rank + 1) % size, tag=7), ["tag"], "send with a tag")
-    raises(lambda: dist.recv(t), ["recvanysource"], "recv from any source")
+    raises(lambda: dist.send(t, (rank + 1) % size, tag=-3), ["tag"], "a negative tag")
+    raises(lambda: dist.send(t, (rank + 1) % size, tag=1 << 24), ["tag"], "a tag out of range")
     raises(lambda: dist.all_reduce(torch.ones(4).to_sparse()), ["ccl", "sparse"], "sparse tensor")
     # the communicator still works after refused calls
     a = values(10, torch.float32)
@@ -388,23 +480,18 @@ def test_fsdp_style(gloo):
 
 
 def main():
-    store_file = None
-    if "MASTER_ADDR" in os.environ:
-        init = "env://"
-    else:  # under cclrun: a file store named after this job's KVS address
-        name = re.sub(r"\W", "_", os.environ["CCL_KVS_ADDRESS"])
-        store_file = os.path.join(tempfile.gettempdir(), "ccl_torch_test_" + name)
-        init = "file://" + store_file
-    dist.init_process_group("ccl", init_method=init, rank=rank, world_size=size)
+    # torchrun and cclrun both set MASTER_ADDR and MASTER_PORT
+    dist.init_process_group("ccl", init_method="env://", rank=rank, world_size=size)
     assert dist.get_backend() == "ccl"
     gloo = dist.new_group(backend="gloo")
     tests = [lambda: test_allreduce(gloo), lambda: test_broadcast_reduce(gloo),
              lambda: test_gathers(gloo), test_reduce_scatter, lambda: test_all_to_all(gloo),
-             test_point_to_point, test_async_and_futures, lambda: test_subgroups(gloo),
+             test_point_to_point, test_async_and_futures, test_deepspeed_ops,
+             lambda: test_subgroups(gloo),
              test_non_contiguous, test_errors, lambda: test_ddp(gloo),
              lambda: test_fsdp_style(gloo)]
     names = ["allreduce", "broadcast/reduce", "gathers", "reduce_scatter", "all_to_all",
-             "point to point", "async and futures", "subgroups", "non-contiguous", "errors",
+             "point to point", "async and futures", "DeepSpeed ops", "subgroups", "non-contiguous", "errors",
              "DDP", "FSDP-style"]
     for name, test in zip(names, tests):
         try:
@@ -418,8 +505,6 @@ def main():
         if rank == 0:
             print(f"ok {name} ({size} ranks, torch {torch.__version__})", flush=True)
     dist.destroy_process_group()
-    if store_file and rank == 0 and os.path.exists(store_file):
-        os.unlink(store_file)
 
 
 if __name__ == "__main__":

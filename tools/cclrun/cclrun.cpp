@@ -20,10 +20,12 @@
 // through cclrun for that reason (unchanged, as it is read, without -l).
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,7 +101,9 @@ const char* const kUsage =
     "                     whose threads (OMP_NUM_THREADS, ccl's team: CCL_RANK_THREADS) use them\n"
     "  -h, --help         show this help\n"
     "Each rank gets CCL_RANK, CCL_SIZE, CCL_KVS_ADDRESS, RANK, WORLD_SIZE, LOCAL_RANK and\n"
-    "LOCAL_WORLD_SIZE (local: among the ranks of its host). CCL_KVS_IFACE picks the interface of\n"
+    "LOCAL_WORLD_SIZE (local: among the ranks of its host), and torch's MASTER_ADDR (rank 0's\n"
+    "host: 127.0.0.1, or the first host as listed) and MASTER_PORT (a port free here) unless they\n"
+    "are set (with -x across hosts). CCL_KVS_IFACE picks the interface of\n"
     "the KVS server, which cclrun serves. When a rank fails, the others get SIGTERM, then SIGKILL\n"
     "after 2 s; cclrun exits with the first failure's status, and names the rank the failure\n"
     "points at (one that is stopped, or the one the ranks' errors name).\n";
@@ -378,6 +382,34 @@ std::vector<std::string> rank_variables(int rank, int size, int local_rank, int 
             "WORLD_SIZE=" + std::to_string(size),
             "LOCAL_RANK=" + std::to_string(local_rank),
             "LOCAL_WORLD_SIZE=" + std::to_string(local_size)};
+}
+
+// A TCP port no socket of this machine is bound to now (0 when none could be had).
+int free_port() {
+    Fd s(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t n = sizeof a;
+    if (s.get() < 0 || bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &n) != 0)
+        return 0;
+    return ntohs(a.sin_port);
+}
+
+// torch.distributed's env:// rendezvous, so that a script written for torchrun runs under cclrun
+// unchanged: MASTER_ADDR is rank 0's host (`master_host`), MASTER_PORT a port free on this
+// machine, where rank 0's TCP store listens. What the user set (`has`) stays.
+std::vector<std::string> rendezvous_variables(const std::string& master_host,
+                                              const std::function<bool(const char*)>& has) {
+    std::vector<std::string> set;
+    if (!has("MASTER_ADDR")) set.push_back("MASTER_ADDR=" + master_host);
+    if (!has("MASTER_PORT")) {
+        int port = free_port();
+        if (port == 0) port = 29500;  // torchrun's default
+        set.push_back("MASTER_PORT=" + std::to_string(port));
+    }
+    return set;
 }
 
 std::vector<char*> c_strings(std::vector<std::string>& v) {
@@ -902,6 +934,7 @@ int run_local(const Options& o) {
     spec.bind = o.bind;
     spec.cores_per_rank = o.cores_per_rank;
     spec.argv = o.argv;
+    spec.env = rendezvous_variables("127.0.0.1", [](const char* name) { return getenv(name); });
     std::vector<Child> ranks;
     try {
         ranks = start_ranks(spec, o.label, -1, "");
@@ -953,6 +986,12 @@ int run_hosts(const Options& o) {
     auto placements = cclrun::place_ranks(o.hosts, o.nranks, o.ppn);
     int size = placements.back().first_rank + placements.back().nranks;
     std::vector<std::string> env = exported_environment(o);
+    for (auto& v : rendezvous_variables(placements.front().host, [&](const char* name) {
+             std::string prefix = std::string(name) + "=";
+             return std::any_of(env.begin(), env.end(),
+                                [&](const std::string& kv) { return kv.rfind(prefix, 0) == 0; });
+         }))
+        env.push_back(std::move(v));
     std::vector<std::string> agent_command = {own_executable(), "--agent"};
     std::string cwd = current_directory();
     cclrun::launcher_argv(o.launcher, "", {});  // a usage error before anything starts

@@ -10,7 +10,11 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #endif
 
+#include <ATen/FunctionalTensorWrapper.h>
+#include <torch/library.h>
+
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -166,17 +170,42 @@ void wait_and_free(std::vector<ccl_request_t>& requests) {
     requests.clear();
 }
 
+// Whether the caller said it will not wait asynchronously: torch 2.8+ options carry asyncOp
+// (false for `async_op=False`); older ones do not say, and get a work to wait on.
+template <class Options, class = void>
+struct HasAsyncOp : std::false_type {};
+template <class Options>
+struct HasAsyncOp<Options, std::void_t<decltype(std::declval<Options>().asyncOp)>>
+    : std::true_type {};
+template <class Options>
+bool blocking(const Options& opts) {
+    if constexpr (HasAsyncOp<Options>::value)
+        return !opts.asyncOp;
+    else
+        return false;
+}
+
+const c10::TypePtr& tensor_list_type() {
+    static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+    return type;
+}
+
 }  // namespace
 
 // One collective being issued: what it started, what it must keep alive, what it runs after.
+// A blocking call runs each ccl call to completion in run() and its finish steps in issue().
 struct ProcessGroupCCL::Call {
     const char* what;
+    bool blocking = false;
+    int source = -1;                  // a receive's peer
+    std::shared_ptr<int> any_source;  // a receive from any peer: where ccl writes the sender
     std::vector<ccl_request_t> requests;
     std::vector<at::Tensor> outputs;  // Work::result()
     std::vector<at::Tensor> keep;
     std::vector<std::function<void()>> finish;
 
-    explicit Call(const char* name) : what(name) {}
+    explicit Call(const char* name, bool blocking_call = false)
+        : what(name), blocking(blocking_call) {}
     ~Call() { wait_and_free(requests); }  // only when issue() did not take them
 
     // A contiguous tensor ccl may read.
@@ -212,13 +241,13 @@ struct ProcessGroupCCL::Call {
     template <class F>
     void run(F&& start) {
         ccl_request_t r = nullptr;
-        ccl_result_t rc = start(&r);
+        ccl_result_t rc = start(blocking ? nullptr : &r);
         if (rc != CCL_SUCCESS) {
             std::string message = std::string(what) + ": " + ccl_last_error();
             wait_and_free(requests);
             TORCH_CHECK(false, "ccl: ", message, " (", ccl_strerror(rc), ")");
         }
-        requests.push_back(r);
+        if (r) requests.push_back(r);
     }
 };
 
@@ -232,10 +261,7 @@ CclWork::CclWork(int rank, c10d::OpType type, std::vector<ccl_request_t> request
       outputs_(std::move(outputs)),
       keep_(std::move(keep)),
       finish_(std::move(finish)),
-      completer_(std::move(completer)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
+      completer_(std::move(completer)) {}
 
 CclWork::~CclWork() {
     // ccl may still read or write the tensors this work keeps alive.
@@ -272,11 +298,18 @@ void CclWork::complete() {
         exception_ = error;
     }
     cv_.notify_all();
-    if (error)
-        future_->setError(error);
+    done_.store(true, std::memory_order_release);
+    settle_future();
+}
+
+void CclWork::settle_future() {
+    // getFuture makes the future under this lock, then looks at done_: one of the two settles it.
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (!future_ || future_->completed()) return;
+    if (auto e = exception())
+        future_->setError(e);
     else
         future_->markCompleted(c10::IValue(outputs_));
-    done_.store(true, std::memory_order_release);
 }
 
 bool CclWork::isCompleted() {
@@ -305,6 +338,15 @@ std::exception_ptr CclWork::exception() const {
 
 std::vector<at::Tensor> CclWork::result() { return outputs_; }
 
+int CclWork::sourceRank() const {
+    TORCH_CHECK(opType_ == c10d::OpType::RECV || opType_ == c10d::OpType::RECVANYSOURCE,
+                "ccl: sourceRank() is only for the works of receives");
+    if (!any_source_) return source_;
+    TORCH_CHECK(done_.load(std::memory_order_acquire),
+                "ccl: sourceRank(): the receive from any source has not completed; wait first");
+    return *any_source_;
+}
+
 bool CclWork::wait(std::chrono::milliseconds timeout) {
     if (timeout > std::chrono::milliseconds(0) && !done_.load(std::memory_order_acquire)) {
         // A deadline of the caller's own, shorter than CCL_TIMEOUT: poll.
@@ -324,9 +366,21 @@ bool CclWork::wait(std::chrono::milliseconds timeout) {
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> CclWork::getFuture() {
-    if (!done_.load(std::memory_order_acquire))
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    bool made = false;
+    {
+        std::lock_guard<std::mutex> lock(future_mu_);
+        if (!future_) {
+            future_ = c10::make_intrusive<c10::ivalue::Future>(tensor_list_type());
+            made = true;
+        }
+        future = future_;
+    }
+    if (done_.load(std::memory_order_acquire))
+        settle_future();
+    else if (made)
         completer_->add(c10::intrusive_ptr<CclWork>::unsafe_reclaim_from_nonowning(this));
-    return future_;
+    return future;
 }
 
 // ---- Completer --------------------------------------------------------------------------------
@@ -417,20 +471,32 @@ ProcessGroupCCL::~ProcessGroupCCL() {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::issue(c10d::OpType type, Call& call) {
+    ++seq_;
+    if (call.blocking) {
+        // Done: the results go where they belong now, and the work has nothing to wait for.
+        for (auto& f : call.finish) f();
+        auto work = c10::make_intrusive<CclWork>(rank_, type, std::vector<ccl_request_t>{},
+                                                 std::move(call.outputs), std::vector<at::Tensor>{},
+                                                 nullptr, completer_);
+        work->set_source(call.source, std::move(call.any_source));
+        work->complete();
+        return work;
+    }
     std::function<void()> finish;
     if (!call.finish.empty())
         finish = [steps = std::move(call.finish)] {
             for (auto& f : steps) f();
         };
-    ++seq_;
-    return c10::make_intrusive<CclWork>(rank_, type, std::exchange(call.requests, {}),
-                                        std::move(call.outputs), std::move(call.keep),
-                                        std::move(finish), completer_);
+    auto work = c10::make_intrusive<CclWork>(rank_, type, std::exchange(call.requests, {}),
+                                             std::move(call.outputs), std::move(call.keep),
+                                             std::move(finish), completer_);
+    work->set_source(call.source, std::move(call.any_source));
+    return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
-    Call call("broadcast");
+    Call call("broadcast", blocking(opts));
     at::Tensor& t = single(tensors, call.what);
     at::Tensor buf = call.output(t, rank_ == opts.rootRank);
     std::lock_guard<std::mutex> lock(issue_mu_);
@@ -444,21 +510,47 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
-    Call call("allreduce");
-    at::Tensor& t = single(tensors, call.what);
+    return allreduce_tensor(single(tensors, "allreduce"), opts.reduceOp, {}, blocking(opts));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_tensor(at::Tensor& t,
+                                                                 const c10d::ReduceOp& op,
+                                                                 const std::string& match_id,
+                                                                 bool blocking_call) {
+    Call call("allreduce", blocking_call);
     at::Tensor buf = call.output(t, true);
-    Reduction red = reduction(buf, opts.reduceOp, call.what);
+    Reduction red = reduction(buf, op, call.what);
+    ccl_coll_attr_t attr = CCL_COLL_ATTR_INIT;
+    if (!match_id.empty()) {
+        attr.match_id = match_id.c_str();
+        attr.to_cache = 1;
+    }
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) {
-        return ccl_allreduce(red.data, red.data, red.count, red.dtype, red.op, comm_, nullptr, r);
+        return ccl_allreduce(red.data, red.data, red.count, red.dtype, red.op, comm_,
+                             match_id.empty() ? nullptr : &attr, r);
     });
     call.outputs = {t};
     return issue(c10d::OpType::ALLREDUCE, call);
 }
 
+void ProcessGroupCCL::allreduce_now(at::Tensor& t, const c10d::ReduceOp& op) {
+    if (!t.is_contiguous() || !t.device().is_cpu() || t.layout() != at::kStrided) {
+        allreduce_tensor(t, op, {}, true);  // staged, checked and copied back as any call
+        return;
+    }
+    Reduction red = reduction(t, op, "allreduce");
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    ccl_result_t rc =
+        ccl_allreduce(red.data, red.data, red.count, red.dtype, red.op, comm_, nullptr, nullptr);
+    if (rc != CCL_SUCCESS)
+        TORCH_CHECK(false, "ccl: allreduce: ", ccl_last_error(), " (", ccl_strerror(rc), ")");
+    ++seq_;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-    Call call("allreduce_coalesced");
+    Call call("allreduce_coalesced", blocking(opts));
     TORCH_CHECK(!tensors.empty(), "ccl: allreduce_coalesced needs at least one tensor");
     check_list(tensors, tensors.size(), tensors[0], call.what);
     // One allreduce over the tensors packed together, then back into each.
@@ -485,7 +577,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
-    Call call("reduce");
+    Call call("reduce", blocking(opts));
     at::Tensor& t = single(tensors, call.what);
     int root = int(opts.rootRank);
     // Only the root's tensor changes; the others are read.
@@ -502,8 +594,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
-    Call call("allgather");
+    const c10d::AllgatherOptions& opts) {
+    Call call("allgather", blocking(opts));
     at::Tensor in = call.input(single(inputs, call.what));
     TORCH_CHECK(outputs.size() == 1, "ccl: allgather takes one output list per call");
     std::vector<at::Tensor>& list = outputs[0];
@@ -531,10 +623,60 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(
     return issue(c10d::OpType::ALLGATHER, call);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output,
-                                                                at::Tensor& input,
-                                                                const c10d::AllgatherOptions&) {
-    Call call("all_gather_into_tensor");
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+    Call call("all_gather_coalesced", blocking(opts));
+    TORCH_CHECK(outputs.size() == size_t(size_), "ccl: all_gather_coalesced needs ", size_,
+                " output lists, got ", outputs.size());
+    // Every rank's inputs packed into one block, gathered with one allgatherv, copied out.
+    std::vector<at::Tensor> parts;
+    for (const auto& t : inputs) parts.push_back(call.input(t).reshape(-1).view(at::kByte));
+    at::Tensor send = parts.empty() ? call.scratch(0) : at::cat(parts);
+    call.keep.push_back(send);
+    std::vector<size_t> counts;
+    for (int r = 0; r < size_; ++r) {
+        auto& list = outputs[size_t(r)];
+        TORCH_CHECK(list.size() == inputs.size(), "ccl: all_gather_coalesced: output list ", r,
+                    " has ", list.size(), " tensors for ", inputs.size(), " inputs");
+        size_t n = 0;
+        for (size_t i = 0; i < list.size(); ++i) {
+            check_tensor(list[i], call.what);
+            TORCH_CHECK(list[i].scalar_type() == inputs[i].scalar_type() &&
+                            list[i].numel() == inputs[i].numel(),
+                        "ccl: all_gather_coalesced: output ", r, ".", i, " (", list[i].numel(), " ",
+                        list[i].scalar_type(), ") does not match input ", i, " (",
+                        inputs[i].numel(), " ", inputs[i].scalar_type(), ")");
+            n += bytes(list[i]);
+        }
+        counts.push_back(n);
+    }
+    std::vector<size_t> at = offsets(counts);
+    at::Tensor recv = call.scratch(at.back());
+    call.finish.push_back([outputs, recv, at] {
+        for (size_t r = 0; r < outputs.size(); ++r) {
+            size_t o = at[r];
+            for (const auto& t : outputs[r]) {
+                t.copy_(byte_slice(recv, o, bytes(t)).view(t.scalar_type()).view(t.sizes()));
+                o += bytes(t);
+            }
+        }
+    });
+    for (const auto& list : outputs) call.keep.insert(call.keep.end(), list.begin(), list.end());
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    call.run([&](ccl_request_t* r) {
+        return ccl_allgatherv(send.data_ptr(), bytes(send), recv.data_ptr(), counts.data(),
+                              CCL_UINT8, comm_, nullptr, r);
+    });
+    call.outputs.clear();
+    for (const auto& list : outputs)
+        call.outputs.insert(call.outputs.end(), list.begin(), list.end());
+    return issue(c10d::OpType::ALLGATHER_COALESCED, call);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+    Call call("all_gather_into_tensor", blocking(opts));
     at::Tensor in = call.input(input);
     at::Tensor out = call.output(output, false);
     TORCH_CHECK(out.scalar_type() == in.scalar_type() && bytes(out) == bytes(in) * size_t(size_),
@@ -552,7 +694,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& outp
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-    Call call("gather");
+    Call call("gather", blocking(opts));
     at::Tensor in = call.input(single(inputs, call.what));
     int root = int(opts.rootRank);
     // Point to point: every rank sends to the root (sends never wait for their receiver).
@@ -587,7 +729,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-    Call call("scatter");
+    Call call("scatter", blocking(opts));
     at::Tensor& target = single(outputs, call.what);
     at::Tensor out = call.output(target, false);
     int root = int(opts.rootRank);
@@ -621,7 +763,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-    Call call("reduce_scatter");
+    Call call("reduce_scatter", blocking(opts));
     at::Tensor& target = single(outputs, call.what);
     at::Tensor out = call.output(target, false);
     TORCH_CHECK(inputs.size() == 1, "ccl: reduce_scatter takes one input list per call");
@@ -648,7 +790,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-    Call call("reduce_scatter_tensor");
+    Call call("reduce_scatter_tensor", blocking(opts));
     at::Tensor in = call.input(input);
     at::Tensor out = call.output(output, false);
     TORCH_CHECK(out.scalar_type() == in.scalar_type() && in.numel() == out.numel() * size_,
@@ -668,8 +810,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                               std::vector<int64_t>& output_splits,
                                                               std::vector<int64_t>& input_splits,
-                                                              const c10d::AllToAllOptions&) {
-    Call call("all_to_all_single");
+                                                              const c10d::AllToAllOptions& opts) {
+    Call call("all_to_all_single", blocking(opts));
     at::Tensor in = call.input(input);
     at::Tensor out = call.output(output, false);
     TORCH_CHECK(out.scalar_type() == in.scalar_type(), "ccl: all_to_all_single: the output (",
@@ -710,8 +852,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>& outputs,
                                                          std::vector<at::Tensor>& inputs,
-                                                         const c10d::AllToAllOptions&) {
-    Call call("all_to_all");
+                                                         const c10d::AllToAllOptions& opts) {
+    Call call("all_to_all", blocking(opts));
     TORCH_CHECK(!inputs.empty(), "ccl: all_to_all needs ", size_, " input tensors");
     check_list(inputs, size_t(size_), inputs[0], call.what);
     check_list(outputs, size_t(size_), inputs[0], call.what);
@@ -743,11 +885,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
     return issue(c10d::OpType::ALLTOALL, call);
 }
 
-// ccl matches messages between two ranks in the order they were sent; tags would promise an
-// order of their own, so they are refused rather than ignored.
 static void check_tag(int tag, const char* what) {
-    TORCH_CHECK(tag == 0, "ccl: ", what, ": tags are not supported (got tag ", tag,
-                "); ccl matches messages between two ranks in the order they were sent");
+    TORCH_CHECK(tag >= 0 && tag <= CCL_TAG_MAX, "ccl: ", what, ": tag ", tag,
+                " is out of range (0 to ", CCL_TAG_MAX, ")");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& tensors, int dst,
@@ -757,7 +897,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
     at::Tensor in = call.input(single(tensors, call.what));
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) {
-        return ccl_send(in.data_ptr(), bytes(in), CCL_UINT8, dst, comm_, r);
+        return ccl_send_tagged(in.data_ptr(), bytes(in), CCL_UINT8, dst, tag, comm_, r);
     });
     return issue(c10d::OpType::SEND, call);
 }
@@ -770,17 +910,133 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& te
     at::Tensor out = call.output(t, false);
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) {
-        return ccl_recv(out.data_ptr(), bytes(out), CCL_UINT8, src, comm_, r);
+        return ccl_recv_tagged(out.data_ptr(), bytes(out), CCL_UINT8, src, tag, nullptr, comm_, r);
     });
     call.outputs = {t};
+    call.source = src;
     return issue(c10d::OpType::RECV, call);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions&) {
-    Call call("barrier");
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
+    Call call("recv from any source");
+    check_tag(tag, call.what);
+    at::Tensor& t = single(tensors, call.what);
+    at::Tensor out = call.output(t, false);
+    // ccl writes the sender's rank into the work as the receive completes.
+    call.any_source = std::make_shared<int>(-1);
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    call.run([&](ccl_request_t* r) {
+        return ccl_recv_tagged(out.data_ptr(), bytes(out), CCL_UINT8, CCL_ANY_SOURCE, tag,
+                               call.any_source.get(), comm_, r);
+    });
+    call.outputs = {t};
+    return issue(c10d::OpType::RECVANYSOURCE, call);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {
+    Call call("barrier", blocking(opts));
     std::lock_guard<std::mutex> lock(issue_mu_);
     call.run([&](ccl_request_t* r) { return ccl_barrier(comm_, r); });
     return issue(c10d::OpType::BARRIER, call);
+}
+
+double ProcessGroupCCL::time_c_allreduce(at::Tensor& t, int iters) {
+    TORCH_CHECK(t.is_contiguous() && t.device().is_cpu(), "ccl: a contiguous CPU tensor");
+    Reduction red = reduction(t, c10d::ReduceOp(c10d::ReduceOp::SUM), "time_c_allreduce");
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+        ccl_result_t rc = ccl_allreduce(red.data, red.data, red.count, red.dtype, red.op, comm_,
+                                        nullptr, nullptr);
+        if (rc != CCL_SUCCESS) fail("allreduce", rc);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// ---- The world group and DeepSpeed-style ops
+// -----------------------------------------------------
+
+namespace {
+
+std::mutex g_world_mu;
+std::optional<c10::weak_intrusive_ptr<ProcessGroupCCL>> g_world;
+
+}  // namespace
+
+void ProcessGroupCCL::set_world(const c10::intrusive_ptr<ProcessGroupCCL>& pg) {
+    std::lock_guard<std::mutex> lock(g_world_mu);
+    g_world.emplace(pg);
+}
+
+c10::intrusive_ptr<ProcessGroupCCL> ProcessGroupCCL::world() {
+    std::lock_guard<std::mutex> lock(g_world_mu);
+    return g_world ? g_world->lock() : c10::intrusive_ptr<ProcessGroupCCL>();
+}
+
+namespace {
+
+// DeepSpeed's inference_all_reduce (deepspeed/comm): SUM over the default group, in place,
+// blocking; as a torch op, so that torch.compile keeps it in the graph.
+at::Tensor& inference_all_reduce_(at::Tensor& t) {
+    auto pg = ProcessGroupCCL::world();
+    TORCH_CHECK(pg,
+                "ccl: inference_all_reduce works on the default process group, whose backend "
+                "must be \"ccl\" (torch.distributed.init_process_group(\"ccl\"))");
+    pg->allreduce_now(t, c10d::ReduceOp(c10d::ReduceOp::SUM));
+    return t;
+}
+
+at::Tensor inference_all_reduce(const at::Tensor& t) {
+    at::Tensor out = t.clone();
+    inference_all_reduce_(out);
+    return out;
+}
+
+// Shapes only (the Meta device, what torch.compile traces with).
+at::Tensor& inference_all_reduce_meta_(at::Tensor& t) { return t; }
+at::Tensor inference_all_reduce_meta(const at::Tensor& t) { return at::empty_like(t); }
+
+// Functionalization (torch.compile's view of mutation): the in-place op as the out-of-place one
+// on the unwrapped tensor, whose result then replaces the wrapped tensor's value.
+at::Tensor& inference_all_reduce_functional_(at::Tensor& t) {
+    namespace fn = at::functionalization::impl;
+    TORCH_INTERNAL_ASSERT(fn::isFunctionalTensor(t));
+    fn::sync(t);
+    at::Tensor plain = fn::from_functional_tensor(t);
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("ccl::inference_all_reduce", "")
+                         .typed<at::Tensor(const at::Tensor&)>();
+    at::Tensor out;
+    {
+        at::AutoDispatchSkipFunctionalize skip;
+        out = op.call(plain);
+    }
+    fn::replace_(t, out);
+    fn::commit_update(t);
+    fn::sync(t);
+    return t;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(ccl, m) {
+    m.def("inference_all_reduce_(Tensor(a!) self) -> Tensor(a!)");
+    m.def("inference_all_reduce(Tensor self) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(ccl, CPU, m) {
+    m.impl("inference_all_reduce_", inference_all_reduce_);
+    m.impl("inference_all_reduce", inference_all_reduce);
+}
+
+TORCH_LIBRARY_IMPL(ccl, Meta, m) {
+    m.impl("inference_all_reduce_", inference_all_reduce_meta_);
+    m.impl("inference_all_reduce", inference_all_reduce_meta);
+}
+
+TORCH_LIBRARY_IMPL(ccl, Functionalize, m) {
+    m.impl("inference_all_reduce_", inference_all_reduce_functional_);
 }
 
 }  // namespace ccl_torch
@@ -794,7 +1050,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         .def(
             py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds>(),
             py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-            py::call_guard<py::gil_scoped_release>());
+            py::call_guard<py::gil_scoped_release>())
+        .def(
+            "allreduce_tensor",
+            [](ccl_torch::ProcessGroupCCL& pg, at::Tensor t, const c10d::ReduceOp& op,
+               const std::string& match_id,
+               bool blocking) { return pg.allreduce_tensor(t, op, match_id, blocking); },
+            py::arg("tensor"), py::arg("op"), py::arg("match_id"), py::arg("blocking"),
+            py::call_guard<py::gil_scoped_release>())
+        .def(
+            "allreduce_now",
+            [](ccl_torch::ProcessGroupCCL& pg, at::Tensor t, const c10d::ReduceOp& op) {
+                pg.allreduce_now(t, op);
+            },
+            py::arg("tensor"), py::arg("op"), py::call_guard<py::gil_scoped_release>())
+        .def("_time_c_allreduce", &ccl_torch::ProcessGroupCCL::time_c_allreduce, py::arg("tensor"),
+             py::arg("iters"), py::call_guard<py::gil_scoped_release>());
+    m.def("_set_world", &ccl_torch::ProcessGroupCCL::set_world);
+    // Whether this torch tells backends about blocking calls (asyncOp): then they skip the work.
+    m.attr("blocking_calls") = ccl_torch::HasAsyncOp<c10d::AllreduceOptions>::value;
     m.def("version", [] {
         int major = 0, minor = 0, patch = 0;
         ccl_get_version(&major, &minor, &patch);

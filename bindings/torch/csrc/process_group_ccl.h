@@ -4,10 +4,13 @@
 // from c10d::Backend, which torch wraps in a ProcessGroup per device). setup.py passes the
 // version it builds against as CCL_TORCH_VERSION_MAJOR.
 //
-// Every collective is started nonblocking through the C ABI and returns a CclWork that owns the
-// ccl requests, keeps the tensors alive and, once the requests complete, runs the work's finish
-// step (copying staged results back into non-contiguous or list outputs) and completes its
-// future. Whoever gets there first completes it: Work::wait on the caller's thread (the usual
+// A collective whose caller will not wait asynchronously (torch 2.8+ says so in its options:
+// asyncOp false, what `async_op=False` passes) runs as a blocking C call and returns a work that is
+// already complete: the C path's cost plus a small object. Every other collective is started
+// nonblocking through the C ABI and returns a CclWork that owns the ccl requests, keeps the
+// tensors alive and, once the requests complete, runs the work's finish step (copying staged
+// results back into non-contiguous or list outputs) and completes its future, made only when
+// asked for. Whoever gets there first completes it: Work::wait on the caller's thread (the usual
 // case, no thread hand-off), or the backend's completion thread once someone asked for the
 // future (DDP's communication hooks chain on it without waiting).
 #pragma once
@@ -56,11 +59,20 @@ public:
     std::vector<at::Tensor> result() override;
     bool wait(std::chrono::milliseconds timeout) override;
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+    int sourceRank() const override;  // a receive's sender, once complete
+
+    // A receive's sender: `named`, or (any source) where ccl writes it as the receive completes.
+    void set_source(int named, std::shared_ptr<int> any) {
+        source_ = named;
+        any_source_ = std::move(any);
+    }
 
     // Waits for the requests, runs the finish step and completes the future; once.
     void complete();
 
 private:
+    void settle_future();  // completes the future, if one was made, once the work is done
+
     std::mutex complete_mu_;  // one thread at a time waits on the requests
     std::atomic<bool> done_{false};
     std::vector<ccl_request_t> requests_;
@@ -68,7 +80,10 @@ private:
     std::vector<at::Tensor> keep_;  // inputs and staging buffers ccl reads or writes
     std::function<void()> finish_;
     std::shared_ptr<Completer> completer_;
-    c10::intrusive_ptr<c10::ivalue::Future> future_;
+    std::mutex future_mu_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;  // made by getFuture
+    int source_ = -1;
+    std::shared_ptr<int> any_source_;
 };
 
 // Completes works in the background, for those whose future was asked for.
@@ -108,6 +123,9 @@ public:
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                              std::vector<at::Tensor>& inputs,
                                              const c10d::AllgatherOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+        const c10d::AllgatherOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                    const c10d::AllgatherOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -132,10 +150,30 @@ public:
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                         int tag) override;
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                                 int tag) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
     void setSequenceNumberForGroup() override { seq_ = 0; }
     uint64_t getSequenceNumberForGroup() override { return seq_; }
+
+    // An allreduce of one tensor in place, with a ccl schedule cache entry under `match_id` when
+    // it is not empty (DeepSpeed's all_reduce_caching); `blocking`: complete before returning.
+    c10::intrusive_ptr<c10d::Work> allreduce_tensor(at::Tensor& t, const c10d::ReduceOp& op,
+                                                    const std::string& match_id, bool blocking);
+    // The same, blocking and without a work: the C call itself for a contiguous CPU tensor (the
+    // DeepSpeed-style op's path, where every 100 ns shows).
+    void allreduce_now(at::Tensor& t, const c10d::ReduceOp& op);
+
+    // Seconds that `iters` blocking ccl_allreduce calls (SUM, in place) on this group's
+    // communicator take, straight through the C ABI: the yardstick bench/torch_latency.py sets
+    // torch's path against, in the same process and on the same tensor.
+    double time_c_allreduce(at::Tensor& t, int iters);
+
+    // The group DeepSpeed-style ops without a group argument work on (torch.ops.ccl.*): the
+    // default process group, when its backend is ccl (ccl_torch sets it as it creates it).
+    static void set_world(const c10::intrusive_ptr<ProcessGroupCCL>& pg);
+    static c10::intrusive_ptr<ProcessGroupCCL> world();
 
 private:
     struct Call;  // one collective being issued: its requests, tensors and finish step

@@ -1,0 +1,83 @@
+"""PyTorch's own distributed test suite (torch/testing/_internal/distributed/distributed_test.py,
+class DistributedTest._DistTestBase) against the "ccl" backend, the way PyTorch's
+test/distributed/test_distributed_spawn.py runs it for its own backends: each test spawns
+WORLD_SIZE processes that join one process group through a file store.
+
+    PYTHONPATH=build/torch python3 tests/torch/dist_suite.py [--backend ccl|gloo] [--world-size 4]
+        [--list] [unittest arguments, e.g. -k test_all_reduce_sum]
+
+ccl is added to the suite's lists of backends with the features it has (ddp, subgroup, and
+"plugin": an out-of-tree backend), as out-of-tree backends do. --backend gloo runs the same tests
+on gloo, for the comparison in docs/torch.md. With --tests FILE, only the tests named in FILE
+(one per line, '#' comments) run: tests/torch/dist_suite_ci.txt is CI's subset.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+ap = argparse.ArgumentParser(add_help=False)
+ap.add_argument("--backend", default="ccl")
+ap.add_argument("--world-size", default="4")
+ap.add_argument("--tests", help="a file naming the tests to run")
+ap.add_argument("--list", action="store_true", help="print the test names and exit")
+args, rest = ap.parse_known_args()
+sys.argv = [sys.argv[0]] + rest  # torch's test helpers parse it as they are imported
+os.environ["BACKEND"] = args.backend
+os.environ["WORLD_SIZE"] = args.world_size
+os.environ.setdefault("TEMP_DIR", tempfile.gettempdir())
+
+# torch's test helpers import expecttest (a PyPI package Debian does not have) for one method
+# the distributed suite never calls: a stand-in, unless the real one is installed.
+try:
+    import expecttest  # noqa: F401
+except ImportError:
+    import types
+    import unittest
+
+    class _ExpectTestCase(unittest.TestCase):
+        def assertExpectedInline(self, *a, **k):
+            raise unittest.SkipTest("expecttest is not installed")
+
+    sys.modules["expecttest"] = types.SimpleNamespace(TestCase=_ExpectTestCase, ACCEPT=False)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import ccl_torch  # noqa: E402,F401  (registers "ccl"; spawned ranks import this file again)
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+# Before distributed_test is imported: its skip decorators read these sets as they are applied.
+for feature in ("ddp", "subgroup", "plugin"):
+    DistTestCases.backend_feature[feature].add("ccl")
+
+from torch.testing._internal.common_utils import run_tests  # noqa: E402
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest, TestDistBackend)
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+        torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
+
+
+def names():
+    return sorted(n for n in dir(TestDistBackendWithSpawn) if n.startswith("test_"))
+
+
+if __name__ == "__main__":
+    if args.list:
+        print("\n".join(names()))
+        sys.exit(0)
+    if args.tests:
+        with open(args.tests) as f:
+            wanted = [line.split("#")[0].strip() for line in f]
+        wanted = [w for w in wanted if w]
+        unknown = [w for w in wanted if w not in names()]
+        if unknown:
+            sys.exit(f"dist_suite: no such tests in this torch's suite: {', '.join(unknown)}")
+        rest += [f"TestDistBackendWithSpawn.{w}" for w in wanted]
+    assert dist.is_available()
+    run_tests(argv=[sys.argv[0]] + rest)

@@ -32,6 +32,6 @@ if [ $quick -eq 0 ]; then
     suite build-asan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=address" all ""
     export TSAN_OPTIONS=halt_on_error=1
     suite build-tsan "-DCMAKE_BUILD_TYPE=Debug -DCCL_SANITIZE=thread" \
-        "ccl_unit_tests cclrun test_nonblocking test_groups test_threads test_split test_p2p test_abort test_threads_one_comm" \
+        "ccl_unit_tests cclrun test_nonblocking test_groups test_threads test_split test_p2p test_p2p_tags test_abort test_threads_one_comm" \
         "-R Kvs|Arena|ScheduleCache|HandleTable|Pmi|Rendezvous|Cma|test_nonblocking|test_groups|test_threads|test_split|test_p2p|reliability.test_abort"
 fi

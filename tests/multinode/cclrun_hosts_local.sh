@@ -39,6 +39,17 @@ out=$(CCL_FOO=bar FI_PROVIDER=tcp MYVAR=mine NOTME=1 "$CCLRUN" --hosts a \
 if [ "$out" = "bar tcp mine o unset" ]; then ok "CCL_*, FI_* and -x reach the ranks"; else
     fail "variables on hosts" "output: $out"; fi
 
+# torch's rendezvous: MASTER_ADDR the first host as listed, one MASTER_PORT everywhere; -x wins.
+out=$(env -u MASTER_ADDR -u MASTER_PORT "$CCLRUN" --hosts a,b --ppn 1 --launcher-cmd "$L" -- \
+    sh -c 'echo $MASTER_ADDR $MASTER_PORT' 2>&1 | sort -u)
+kept=$("$CCLRUN" --hosts a,b --ppn 1 --launcher-cmd "$L" -x MASTER_ADDR=10.1.2.3 -- \
+    sh -c 'echo $MASTER_ADDR' 2>&1 | sort -u)
+if [[ $out =~ ^a\ [0-9]+$ && $kept == 10.1.2.3 ]]; then
+    ok "MASTER_ADDR (the first host) and MASTER_PORT on every host; -x MASTER_ADDR kept"
+else
+    fail "MASTER_ADDR/MASTER_PORT across hosts" "set: $out" "kept: $kept"
+fi
+
 # The secret: in the ranks' environment only; never on the agent's command line or environment.
 "$CCLRUN" --hosts a --launcher-cmd "$L" -- sh -c \
     'tr "\0" " " </proc/$PPID/cmdline; echo; tr "\0" "\n" </proc/$PPID/environ | grep -c "^CCL_KVS_ADDRESS=";

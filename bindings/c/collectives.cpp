@@ -217,24 +217,11 @@ void check_tag(int tag) {
                                                     std::to_string(CollSignature::kMaxTag) + ")");
 }
 
-ccl_result_t p2p_send(const char* what, const void* buf, size_t count, ccl_datatype_t dtype,
-                      int peer, int tag, ccl_comm_t comm, ccl_request_t* req) {
-    return guarded(what, [&] {
-        const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
-        Communicator& c = *entry;
-        check_dtype(dtype);
-        check_buffer(buf, byte_size(count, dtype, "count"), "buf");
-        check_peer(peer, c);
-        check_tag(tag);
-        CollSignature sig{CollType::send, count, dtype, CCL_SUM, peer};
-        sig.tag = tag;
-        submit_call(comm, c, sig, {buf, nullptr, {}}, nullptr, req);
-    });
-}
-
-// `any`: CCL_ANY_SOURCE is a peer (ccl_recv_tagged); ccl_recv refuses it as out of range.
-ccl_result_t p2p_recv(const char* what, bool any, void* buf, size_t count, ccl_datatype_t dtype,
-                      int peer, int tag, int* source, ccl_comm_t comm, ccl_request_t* req) {
+// A send (`coll` send: `buf` is read) or a receive (written). `any`: CCL_ANY_SOURCE is a peer
+// (ccl_recv_tagged's receives); elsewhere it is refused as out of range.
+ccl_result_t p2p(const char* what, CollType coll, bool any, const void* buf, size_t count,
+                 ccl_datatype_t dtype, int peer, int tag, int* source, ccl_comm_t comm,
+                 ccl_request_t* req) {
     return guarded(what, [&] {
         const auto entry = comm_table().enter(comm, "communicator");  // one thread at a time
         Communicator& c = *entry;
@@ -242,15 +229,18 @@ ccl_result_t p2p_recv(const char* what, bool any, void* buf, size_t count, ccl_d
         check_buffer(buf, byte_size(count, dtype, "count"), "buf");
         if (!any || peer != CCL_ANY_SOURCE) check_peer(peer, c);
         check_tag(tag);
-        CollSignature sig{CollType::recv, count, dtype, CCL_SUM, peer};
-        sig.tag = tag;
-        Buffers bufs{nullptr, buf, {}};
-        // A named peer is the source; any peer's is written by the receive itself.
-        if (peer == CCL_ANY_SOURCE)
-            bufs.source = source;
-        else if (source)
-            *source = peer;
-        submit_call(comm, c, sig, std::move(bufs), nullptr, req);
+        Buffers bufs;
+        if (coll == CollType::send) {
+            bufs.send = buf;
+        } else {
+            bufs.recv = const_cast<void*>(buf);
+            // A named peer is the source; any peer's is written by the receive itself.
+            if (peer == CCL_ANY_SOURCE)
+                bufs.source = source;
+            else if (source)
+                *source = peer;
+        }
+        submit_call(comm, c, {coll, count, dtype, CCL_SUM, peer, tag}, bufs, nullptr, req);
     });
 }
 
@@ -431,22 +421,22 @@ ccl_result_t ccl_alltoallv(const void* send, const size_t* sendcounts, void* rec
 
 ccl_result_t ccl_send(const void* buf, size_t count, ccl_datatype_t dtype, int peer,
                       ccl_comm_t comm, ccl_request_t* req) {
-    return p2p_send(__func__, buf, count, dtype, peer, 0, comm, req);
+    return p2p(__func__, CollType::send, false, buf, count, dtype, peer, 0, nullptr, comm, req);
 }
 
 ccl_result_t ccl_recv(void* buf, size_t count, ccl_datatype_t dtype, int peer, ccl_comm_t comm,
                       ccl_request_t* req) {
-    return p2p_recv(__func__, false, buf, count, dtype, peer, 0, nullptr, comm, req);
+    return p2p(__func__, CollType::recv, false, buf, count, dtype, peer, 0, nullptr, comm, req);
 }
 
 ccl_result_t ccl_send_tagged(const void* buf, size_t count, ccl_datatype_t dtype, int peer, int tag,
                              ccl_comm_t comm, ccl_request_t* req) {
-    return p2p_send(__func__, buf, count, dtype, peer, tag, comm, req);
+    return p2p(__func__, CollType::send, false, buf, count, dtype, peer, tag, nullptr, comm, req);
 }
 
 ccl_result_t ccl_recv_tagged(void* buf, size_t count, ccl_datatype_t dtype, int peer, int tag,
                              int* source, ccl_comm_t comm, ccl_request_t* req) {
-    return p2p_recv(__func__, true, buf, count, dtype, peer, tag, source, comm, req);
+    return p2p(__func__, CollType::recv, true, buf, count, dtype, peer, tag, source, comm, req);
 }
 
 ccl_result_t ccl_group_start(void) {

@@ -82,9 +82,8 @@ struct CollSignature {
     shm::Signature round(Algo algo) const;
     // What a send and its receive must share besides their byte size (which the transports
     // compare): the datatype, which with the size gives the count exactly, and the tag, which
-    // receives match by (p2p_tag).
+    // receives match by (in the upper 24 bits: shm::Mailbox::tag_of).
     uint32_t p2p_digest() const { return uint32_t(tag) << 8 | (uint32_t(dtype) + 1); }
-    static int p2p_tag(uint32_t digest) { return int(digest >> 8); }
     std::string describe() const;  // e.g. "allreduce(count 5, float32, sum)"
 };
 

@@ -543,8 +543,7 @@ void ProcessGroupCCL::allreduce_now(at::Tensor& t, const c10d::ReduceOp& op) {
     std::lock_guard<std::mutex> lock(issue_mu_);
     ccl_result_t rc =
         ccl_allreduce(red.data, red.data, red.count, red.dtype, red.op, comm_, nullptr, nullptr);
-    if (rc != CCL_SUCCESS)
-        TORCH_CHECK(false, "ccl: allreduce: ", ccl_last_error(), " (", ccl_strerror(rc), ")");
+    if (rc != CCL_SUCCESS) fail("allreduce", rc);
     ++seq_;
 }
 
@@ -954,8 +953,7 @@ double ProcessGroupCCL::time_c_allreduce(at::Tensor& t, int iters) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// ---- The world group and DeepSpeed-style ops
-// -----------------------------------------------------
+// ---- The world group and DeepSpeed-style ops -------------------------------------------------
 
 namespace {
 

@@ -104,7 +104,10 @@ const std::shared_ptr<const Schedule>& Communicator::find_or_plan(const CollSign
                                                                   const CallOptions& opts) {
     if (opts.to_cache) {
         last_cached_ = schedule_cache().find(opts.match_id, id_, sig);
-        if (last_cached_) return last_cached_;
+        if (last_cached_) {
+            last_cached_key_ = opts.match_id;
+            return last_cached_;
+        }
     } else {
         for (size_t i = 0; i < recent_.size(); ++i)
             if (recent_[i] && recent_[i]->sig == sig) {
@@ -121,6 +124,7 @@ const std::shared_ptr<const Schedule>& Communicator::find_or_plan(const CollSign
     if (opts.to_cache) {
         schedule_cache().insert(opts.match_id, id_, schedule);
         last_cached_ = std::move(schedule);
+        last_cached_key_ = opts.match_id;
         return last_cached_;
     }
     last_recent_ = next_recent_++ % recent_.size();

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -31,7 +32,7 @@ class Fabric;
 }
 // How a call wants to be run, from its attributes.
 struct CallOptions {
-    std::string match_id;  // with to_cache: the cache key
+    const char* match_id = nullptr;  // with to_cache: the cache key (the caller's, for the call)
     bool to_cache = false;
 };
 
@@ -79,11 +80,18 @@ public:
     // The schedule for a call: from the match_id cache, a recent call's if the signature is
     // the same, else newly planned. Throws when the communicator is broken or on a cache mismatch.
     // The reference stays valid until this thread's next schedule_for (copy it to keep it).
+    // A call site that repeats its match_id finds its schedule here, as an uncached call finds
+    // a recent one: no lock, no lookup in the process's cache.
     const std::shared_ptr<const Schedule>& schedule_for(const CollSignature& sig,
                                                         const CallOptions& opts) {
         check_broken(false);  // run() or start() looks at the peers
-        if (const auto& r = recent_[last_recent_]; !opts.to_cache && r && r->sig == sig) [[likely]]
-            return r;
+        if (!opts.to_cache) {
+            if (const auto& r = recent_[last_recent_]; r && r->sig == sig) [[likely]]
+                return r;
+        } else if (last_cached_ && last_cached_->sig == sig &&
+                   std::strcmp(opts.match_id, last_cached_key_.c_str()) == 0) [[likely]] {
+            return last_cached_;
+        }
         return find_or_plan(sig, opts);
     }
 
@@ -169,6 +177,7 @@ private:
     size_t next_recent_ = 0;
     size_t last_recent_ = 0;                       // the one found last: looked at first
     std::shared_ptr<const Schedule> last_cached_;  // the match_id cache's last answer
+    std::string last_cached_key_;                  // and its match_id
     std::set<const char*> logged_;  // algorithm choices reported at info (caller only)
     CollSignature last_recv_{CollType::recv, 0, CCL_UINT8};  // recv_now's last (caller only)
     uint32_t last_recv_digest_ = last_recv_.p2p_digest();

@@ -14,7 +14,8 @@ struct Recorded {
     std::shared_ptr<Communicator> comm;
     const void* name;  // what group_end enters comm by
     GroupCall call;
-    CallOptions opts;
+    std::string match_id;  // the call's, kept until the group issues it
+    bool to_cache;
     std::shared_ptr<Request> req;  // always set: blocking calls get an internal one
     bool blocking;
     bool refused = false;  // completed already by refuse: not issued
@@ -36,7 +37,8 @@ void issue(const std::vector<Recorded>& calls, size_t begin, size_t end) {
     try {
         if (end - begin == 1) {
             const Recorded& r = calls[begin];
-            comm.start(comm.schedule_for(r.call.sig, r.opts), r.call.bufs, {r.req});
+            comm.start(comm.schedule_for(r.call.sig, {r.match_id.c_str(), r.to_cache}), r.call.bufs,
+                       {r.req});
             return;
         }
         std::vector<GroupCall> parts;
@@ -85,7 +87,7 @@ size_t fusable_run(const std::vector<Recorded>& calls, size_t begin) {
     size_t end = begin;
     for (; end < calls.size(); ++end) {
         const Recorded& r = calls[end];
-        if (r.comm != calls[begin].comm || r.opts.to_cache) break;
+        if (r.comm != calls[begin].comm || r.to_cache) break;
         run.push_back(r.call);
         if (!fusable(*r.comm, run)) break;
     }
@@ -109,7 +111,13 @@ void group_add(std::shared_ptr<Communicator> comm, const void* name, const CollS
                const Buffers& bufs, const CallOptions& opts, std::shared_ptr<Request> req) {
     bool blocking = !req;
     if (blocking) req = make_pooled<Request>();
-    group_calls.push_back({std::move(comm), name, {sig, bufs}, opts, std::move(req), blocking});
+    group_calls.push_back({std::move(comm),
+                           name,
+                           {sig, bufs},
+                           opts.to_cache ? opts.match_id : "",
+                           opts.to_cache,
+                           std::move(req),
+                           blocking});
 }
 
 void group_end(GroupEnter enter) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/schedule.h"
@@ -21,11 +22,11 @@ public:
 
     // The schedule cached under `match_id`, or nullptr. Throws ccl::Error(CCL_ERROR_INVALID_USAGE)
     // when match_id is cached for another communicator or another signature: never a wrong plan.
-    std::shared_ptr<const Schedule> find(const std::string& match_id, uint64_t comm_id,
+    std::shared_ptr<const Schedule> find(std::string_view match_id, uint64_t comm_id,
                                          const CollSignature& sig);
     // Keeps `schedule` under match_id (replacing nothing: call find first), evicting the least
     // recently used entry when full.
-    void insert(const std::string& match_id, uint64_t comm_id,
+    void insert(std::string_view match_id, uint64_t comm_id,
                 std::shared_ptr<const Schedule> schedule);
     // Forgets every entry of a communicator (on its destruction).
     void erase_comm(uint64_t comm_id);
@@ -41,7 +42,11 @@ private:
     mutable std::mutex mu_;
     size_t capacity_;
     std::list<Entry> lru_;  // most recently used first
-    std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+    struct Hash {           // looks string_views up without making strings
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, std::list<Entry>::iterator, Hash, std::equal_to<>> index_;
 };
 
 // The process's cache, sized by CCL_CACHE_SIZE.

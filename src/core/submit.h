@@ -25,7 +25,7 @@ inline constexpr CallAttrs kNoAttrs{};
 // The options of a call with no match_id: a constant, so that schedule_for's test folds away.
 inline constexpr CallOptions kPlainCall{};
 
-// submit's other paths: groups, match_id caching, device buffers and streams.
+// submit's other paths: groups, device buffers and streams.
 void submit_general(Communicator& comm, const void* name, const CollSignature& sig,
                     const Buffers& bufs, const CallAttrs& attrs, bool synchronous,
                     std::shared_ptr<Request>* req);
@@ -38,18 +38,18 @@ void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedul
 // enters by `name` (group_end). `req` null: a blocking call, done when this returns. Else *req
 // gets the call's request; `synchronous`: it is complete, and set before the call's failure, if
 // any, is thrown (the request carries it too).
-// Inlined into the caller: the common case (host buffers, no stream, no group, no match_id) takes
-// a few branches here, and the cost of a small blocking call is mostly its instructions
+// Inlined into the caller: the common case (host buffers, no stream, no group) takes a few
+// branches here, and the cost of a small blocking call is mostly its instructions
 // (docs/performance-history.md, session 12).
 [[gnu::always_inline]] inline void submit(Communicator& comm, const void* name,
                                           const CollSignature& sig, const Buffers& bufs,
                                           const CallAttrs& attrs, bool synchronous,
                                           std::shared_ptr<Request>* req) {
-    if (attrs.match_id || attrs.stream || ze::active() || group_active()) [[unlikely]] {
+    if (attrs.stream || ze::active() || group_active()) [[unlikely]] {
         submit_general(comm, name, sig, bufs, attrs, synchronous, req);
         return;
     }
-    if (sig.coll == CollType::recv) {
+    if (sig.coll == CollType::recv) {  // sends and receives take no match_id
         if (comm.recv_now(sig, bufs, req)) return;
     } else if (sig.coll == CollType::send && comm.send_now(sig, bufs)) {
         if (req) {
@@ -58,7 +58,10 @@ void dispatch(Communicator& comm, const std::shared_ptr<const Schedule>& schedul
         }
         return;
     }
-    const std::shared_ptr<const Schedule>& schedule = comm.schedule_for(sig, kPlainCall);
+    // A cached call finds its schedule as quickly as an uncached one (schedule_for's memo).
+    const std::shared_ptr<const Schedule>& schedule =
+        attrs.match_id ? comm.schedule_for(sig, {attrs.match_id, true})
+                       : comm.schedule_for(sig, kPlainCall);
     if (!req) {  // dispatch's first case, one call less on the path of a blocking call
         comm.run(schedule, bufs);
         return;

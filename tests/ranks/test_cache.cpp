@@ -3,6 +3,7 @@
 // communicator usable), LRU eviction, entries freed by ccl_comm_destroy, to_cache=0, bad
 // match_ids, and cached nonblocking calls. Registered with CCL_CACHE_SIZE=4.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -79,6 +80,31 @@ TEST(Cache, OtherMatchIdIsAMiss) {
     allreduce_checked(100, cached("miss-a"), 3);
     allreduce_checked(200, cached("miss-b"), 4);
     allreduce_checked(300, ccl_coll_attr_t CCL_COLL_ATTR_INIT, 5);  // no cache at all
+}
+
+// The match_id is its text, not its address: one buffer rewritten between calls names other call
+// sites (each call's schedule is the one of its own text, also right after the previous one).
+TEST(Cache, MatchIdIsItsTextNotItsAddress) {
+    char id[32] = "text-site-a";
+    const ccl_coll_attr_t attr = cached(id);
+    allreduce_checked(100, attr, 1);
+    allreduce_checked(100, attr, 2);
+    std::snprintf(id, sizeof id, "text-site-b");
+    allreduce_checked(300, attr, 3);  // site b: its own plan, another count, no mismatch
+    std::snprintf(id, sizeof id, "text-site-a");
+    allreduce_checked(100, attr, 4);
+    std::vector<float> f(300, 1.0f);
+    EXPECT_FAILS(
+        ccl_allreduce(f.data(), f.data(), 300, CCL_FLOAT32, CCL_SUM, g_comm, &attr, nullptr),
+        CCL_ERROR_INVALID_USAGE, "text-site-a");  // site a is still 100 elements
+    std::snprintf(id, sizeof id, "text-site-b");
+    allreduce_checked(300, attr, 5);
+    // Site c right after site b with b's signature: cached under its own text, so c is 300.
+    std::snprintf(id, sizeof id, "text-site-c");
+    allreduce_checked(300, attr, 6);
+    EXPECT_FAILS(
+        ccl_allreduce(f.data(), f.data(), 100, CCL_FLOAT32, CCL_SUM, g_comm, &attr, nullptr),
+        CCL_ERROR_INVALID_USAGE, "text-site-c");
 }
 
 // Reusing a match_id for another call is refused at submit on every rank, before any

@@ -191,13 +191,9 @@ void check_attr(const ccl_coll_attr_t* attr) {
     if (attr->to_cache && (!attr->match_id || !*attr->match_id))
         throw Error(CCL_ERROR_INVALID_ARGUMENT,
                     "attr->to_cache is set but attr->match_id is NULL or empty");
-    if (!has_stream(attr)) {  // the cached call: no stream to hold
-        submit_to_core(handle, comm, sig, bufs, {attr->match_id, nullptr}, req && attr->synchronous,
-                       req);
-        return;
-    }
-    // Held while the call runs: only calls that complete before returning take a stream.
-    const std::shared_ptr<ze::Stream> stream = stream_of(attr);
+    // Held while the call runs: only calls that complete before returning take a stream. A cached
+    // call without one does not look it up.
+    const std::shared_ptr<ze::Stream> stream = has_stream(attr) ? stream_of(attr) : nullptr;
     submit_to_core(handle, comm, sig, bufs,
                    {attr->to_cache ? attr->match_id : nullptr, stream.get()},
                    req && attr->synchronous, req);

@@ -18,6 +18,7 @@ fork rather than spawn (PyTorch's test_distributed_spawn.py): where importing to
 """
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,12 +88,15 @@ def names():
 
 def run_jobs(tests, jobs):
     """Deals the tests to `jobs` runs of this script and prints their logs in turn; the exit
-    status is the worst of theirs. Stopped (SIGTERM, ^C), it stops them and prints what ran."""
-    procs = []
+    status is the worst of theirs. Stopped (SIGTERM, ^C), it stops them and prints what ran.
+    Never more runs than tests: a run given no names would run the whole class."""
+    jobs = min(jobs, len(tests))
+    procs, dirs = [], []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         for j in range(jobs):
             d = tempfile.mkdtemp(prefix=f"dist_suite{j}.")
+            dirs.append(d)
             with open(os.path.join(d, "tests.txt"), "w") as f:
                 f.write("\n".join(tests[j::jobs]) + "\n")
             log = open(os.path.join(d, "log"), "w+")
@@ -100,7 +104,7 @@ def run_jobs(tests, jobs):
                    "--world-size", args.world_size, "--start", args.start, "--tests", f.name] + rest
             procs.append((subprocess.Popen(cmd, env=dict(os.environ, TEMP_DIR=d), stdout=log,
                                            stderr=subprocess.STDOUT, start_new_session=True), log))
-        return max(p.wait() for p, _ in procs)
+        return max((p.wait() for p, _ in procs), default=0)
     finally:
         for p, log in procs:
             if p.poll() is None:
@@ -110,18 +114,21 @@ def run_jobs(tests, jobs):
             sys.stdout.write(log.read())
             log.close()
         sys.stdout.flush()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
     if args.list:
         print("\n".join(names()))
         sys.exit(0)
-    wanted = names()
+    known = names()
+    wanted = known
     if args.tests:
         with open(args.tests) as f:
             wanted = [line.split("#")[0].strip() for line in f]
         wanted = [w for w in wanted if w]
-        unknown = [w for w in wanted if w not in names()]
+        unknown = [w for w in wanted if w not in known]
         if unknown:
             sys.exit(f"dist_suite: no such tests in this torch's suite: {', '.join(unknown)}")
     if args.jobs > 1:

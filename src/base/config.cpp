@@ -227,9 +227,10 @@ constexpr Knob kKnobs[] = {
      },
      [](const Config& c, const char*) { return bytes_text(c.shm_buffer_size); }, true},
     {"CCL_ALLREDUCE", "auto, direct, rsag, cma",
-     "The allreduce among co-located ranks (and reduce's beyond `CCL_ALLREDUCE_DIRECT_MAX`): "
-     "`direct` (every rank reduces all inputs), `rsag` (reduce-scatter, then all-gather, through "
-     "the arena), `cma` (the same single-copy) or `auto` (by size).",
+     "The allreduce among co-located ranks (and reduce's beyond `CCL_ALLREDUCE_DIRECT_MAX`, and "
+     "reduce_scatter's: single copy with `cma`, else through the arena): `direct` (every rank "
+     "reduces all inputs), `rsag` (reduce-scatter, then all-gather, through the arena), `cma` "
+     "(the same single-copy) or `auto` (by size).",
      [](Config& c, const char* name, const char* v) {
          const std::string s = v;
          if (s != "auto" && s != "direct" && s != "rsag" && s != "cma")
@@ -247,15 +248,16 @@ constexpr Knob kKnobs[] = {
      },
      [](const Config& c, const char*) { return bytes_text(c.allreduce_direct_max); }, true},
     {"CCL_ALLREDUCE_CMA_MIN", "0 to 1024G bytes",
-     "With `auto`, single-copy allreduce starts where each rank's slice (message bytes / ranks) "
-     "reaches this.",
+     "With `auto`, single-copy allreduce and reduce start where each rank's slice (message "
+     "bytes / ranks) reaches this, where the probe allows them.",
      [](Config& c, const char* name, const char* v) {
          c.allreduce_cma_min = parse_bytes(name, v, 0, kTiB);
      },
      [](const Config& c, const char*) { return bytes_text(c.allreduce_cma_min); }, false},
     {"CCL_ALLREDUCE_CMA_MAX", "0 to 1024G bytes",
      "With `auto`, allreduces of this size and more use `rsag`, whose copy-outs stream past the "
-     "caches. Unset, it applies only where a rank has no team (`CCL_RANK_THREADS`).",
+     "caches. Set, single copy runs below it (slices from `CCL_ALLREDUCE_CMA_MIN`) whatever the "
+     "probe found, for reduce too.",
      [](Config& c, const char* name, const char* v) {
          c.allreduce_cma_max = parse_bytes(name, v, 0, kTiB);
          c.allreduce_cma_max_set = true;

@@ -139,6 +139,13 @@ Schedule plan(Communicator& comm, const CollSignature& sig) {
                                                               sig.count, sig.dtype, sig.op);
                                }});
             break;
+        case Algo::reduce_scatter_cma:
+            s.steps.push_back(
+                {"shm/reduce_scatter_cma", [&arena, sig, round_sig](const Buffers& b) {
+                     return shm::reduce_scatter_cma(arena, round_sig, b.send, b.recv, sig.count,
+                                                    sig.dtype, sig.op);
+                 }});
+            break;
         case Algo::alltoall_lane:
             s.steps.push_back({"shm/alltoall_lane", [&arena, bytes, round_sig](const Buffers& b) {
                                    return shm::alltoall_lane(arena, round_sig, b.send, b.recv,

@@ -39,6 +39,7 @@ const char* algo_name(Algo algo) {
         case Algo::alltoall_lane: return "alltoall_lane";
         case Algo::reduce_cma: return "reduce_cma";
         case Algo::broadcast_cma: return "broadcast_cma";
+        case Algo::reduce_scatter_cma: return "reduce_scatter_cma";
         case Algo::copy_costs: return "copy_costs";
         case Algo::device_ipc: return "device_ipc";
         case Algo::hier_allreduce: return "hier/allreduce";

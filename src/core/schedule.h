@@ -51,6 +51,7 @@ enum class Algo : uint8_t {
     alltoall_lane,
     reduce_cma,
     broadcast_cma,
+    reduce_scatter_cma,
     copy_costs,  // the communicator's probe of copy costs (Communicator::probe_single_copy)
     device_ipc,  // device buffers through IPC handles (core/device_coll.h)
     hier_allreduce,

@@ -74,16 +74,20 @@ size_t allgather_min_bytes(size_t cma_min, size_t max, int local_ranks) {
 SingleCopy single_copy(const Probe& p, int local_ranks, int cpus) {
     SingleCopy s;
     s.threaded = p.threaded;
-    s.dear = dear_bytes(double(deciding_byte(p)), 100);
+    const double byte = double(deciding_byte(p));
+    s.dear = dear_bytes(byte, 100);
     if (!p.works) return s;
     s.on = true;
+    s.reduces = !s.dear && p.crowd_floor == 0;
+    s.byte_pays = s.reduces && local_ranks == 2 && byte_pays(byte, 100);
     const size_t probed = cma_min_bytes(p.fixed_ns);
     const bool given = p.cma_min != 0;
     s.min = given ? p.cma_min : dear_cma_min_bytes(probed, p.crowd_floor, s.dear);
     s.p2p_min = given ? s.min : crowded_p2p_cma_min_bytes(s.min, local_ranks, cpus);
     // Where the kernel's bytes are cheap, single copy won allgathers below 32 MiB; where dear,
-    // at no size (docs/tuning.md, "Allgather").
-    const bool cheap = s.cheap() && (given || (p.crowd_floor == 0 && !s.dear));
+    // at no size (docs/tuning.md, "Allgather"). Cheap: small blocks pay, or between two ranks a
+    // byte does.
+    const bool cheap = (s.cheap() || s.byte_pays) && (given || (p.crowd_floor == 0 && !s.dear));
     s.allgather_max = p.allgather_cma_max ? p.allgather_cma_max : cheap ? size_t(32) << 20 : 0;
     s.allgather_min =
         p.allgather_cma_max ? s.min : allgather_min_bytes(s.min, s.allgather_max, local_ranks);
@@ -109,7 +113,10 @@ std::string describe(const Probe& p, const SingleCopy& s) {
                (p.crowd_floor ? ", on a node with more ranks than cpus" : "");
     why += "; a byte through the kernel took " + std::to_string(byte / 100) + "." +
            std::to_string(byte / 10 % 10) + "x memcpy's";
-    if (s.dear) why += ", dear: allreduces and reduces through the arena";
+    if (s.dear) why += ", dear";
+    const std::string reductions = s.byte_pays ? "allreduces, reduce-scatters and reduces"
+                                   : s.reduces ? "reduces"
+                                               : "none";
     return "single copy for blocks from " + kib(s.min) + " (" + why + ")" +
            (s.p2p_min != s.min ? "; sends from " + kib(s.p2p_min) + " (more ranks than cpus)"
                                : std::string()) +
@@ -117,17 +124,23 @@ std::string describe(const Probe& p, const SingleCopy& s) {
            (s.allgather_min >= s.allgather_max ? std::string("none")
                                                : "blocks from " + kib(s.allgather_min) +
                                                      " in messages " + below(s.allgather_max)) +
-           "; all-to-all blocks: " + (s.alltoall_max > s.min ? below(s.alltoall_max) : "none");
+           "; all-to-all blocks: " + (s.alltoall_max > s.min ? below(s.alltoall_max) : "none") +
+           "; reductions of ccl's choice: " + reductions;
 }
 
 namespace {
 
 // The largest allreduce that runs direct by default: direct reads n x bytes per rank in one
 // round, rsag about 2 x bytes in two; with more than 2 ranks while n x bytes stays within
-// 24 KiB (docs/tuning.md, "Allreduce"). A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
-size_t allreduce_direct_max(const Config& cfg, int n) {
-    constexpr size_t kDirectReadMax = 24u << 10;
-    if (cfg.allreduce_direct_max_set || n <= 2) return cfg.allreduce_direct_max;
+// 24 KiB; 2 ranks with a team up to 2 MiB (direct's copy and reduction are each one job for the
+// team, where rsag's are half as large, below kTeamWakeBytes at 256 KiB: docs/tuning.md,
+// "Allreduce"). A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
+size_t allreduce_direct_max(const Config& cfg, int n, bool threaded) {
+    constexpr size_t kDirectReadMax = 24u << 10, kTeamPairMax = 2u << 20;
+    if (cfg.allreduce_direct_max_set) return cfg.allreduce_direct_max;
+    if (n <= 2)
+        return threaded ? std::max(cfg.allreduce_direct_max, kTeamPairMax)
+                        : cfg.allreduce_direct_max;
     return std::min(cfg.allreduce_direct_max, kDirectReadMax / size_t(n));
 }
 
@@ -143,19 +156,21 @@ size_t reduce_direct_max(const Config& cfg, int n) {
 }
 
 // Whether a large allreduce or reduce goes single copy: allowed, a scratch piece of a cache line
-// per rank, and with CCL_ALLREDUCE=auto where the kernel's bytes are not dear, slices (bytes /
-// ranks) of at least CCL_ALLREDUCE_CMA_MIN in messages below CCL_ALLREDUCE_CMA_MAX; where every
-// rank has a team, only below a CCL_ALLREDUCE_CMA_MAX the user gives (the team splits the
-// arena's copies as well: docs/tuning.md, "Allreduce").
-bool reduces_single_copy(const Shape& s, size_t bytes, const Config& cfg) {
+// per rank, CCL_ALLREDUCE=cma; or with auto, slices (bytes / ranks) of at least
+// CCL_ALLREDUCE_CMA_MIN and: below a CCL_ALLREDUCE_CMA_MAX the user gives, whatever the probe
+// said; else, where no rank has a team (the team splits the arena's copies as well), allreduces
+// below CCL_ALLREDUCE_CMA_MAX where the probe allows them, reduces at any size where it allows
+// those (docs/tuning.md, "Allreduce", "Reduce").
+bool reduces_single_copy(CollType coll, const Shape& s, size_t bytes, const Config& cfg) {
     const size_t n = size_t(s.local_ranks);
     const std::string& choice = cfg.allreduce_algo;
-    const size_t most = cfg.allreduce_cma_max_set ? cfg.allreduce_cma_max
-                        : s.copy.threaded         ? 0
-                                                  : cfg.allreduce_cma_max;
-    return s.copy.on && s.buffer / n >= 64 &&
-           (choice == "cma" || (choice == "auto" && !s.copy.dear &&
-                                bytes / n >= cfg.allreduce_cma_min && bytes < most));
+    if (!s.copy.on || s.buffer / n < 64) return false;
+    if (choice == "cma") return true;
+    if (choice != "auto" || bytes / n < cfg.allreduce_cma_min) return false;
+    if (cfg.allreduce_cma_max_set) return bytes < cfg.allreduce_cma_max;
+    if (s.copy.threaded) return false;
+    return coll == CollType::allreduce ? s.copy.byte_pays && bytes < cfg.allreduce_cma_max
+                                       : s.copy.reduces;
 }
 
 Algo multinode(CollType coll) {
@@ -190,14 +205,15 @@ Algo choose(CollType coll, size_t bytes, const Shape& s, const Config& cfg) {
             if (alone) return Algo::local_copy;  // AVG divides by 1
             const std::string& choice = cfg.allreduce_algo;
             if (choice == "direct" ||
-                (choice == "auto" && bytes <= allreduce_direct_max(cfg, s.local_ranks)))
+                (choice == "auto" &&
+                 bytes <= allreduce_direct_max(cfg, s.local_ranks, s.copy.threaded)))
                 return Algo::direct;
-            return reduces_single_copy(s, bytes, cfg) ? Algo::allreduce_cma : Algo::rsag;
+            return reduces_single_copy(coll, s, bytes, cfg) ? Algo::allreduce_cma : Algo::rsag;
         }
         case CollType::reduce:
             if (alone) return Algo::local_copy;
             if (bytes <= reduce_direct_max(cfg, s.local_ranks)) return Algo::reduce_direct;
-            return reduces_single_copy(s, bytes, cfg) ? Algo::reduce_cma : Algo::reduce_split;
+            return reduces_single_copy(coll, s, bytes, cfg) ? Algo::reduce_cma : Algo::reduce_split;
         case CollType::broadcast:
             if (alone) return Algo::none;
             // Each of two ranks copies half, where single copy is cheap: from twice its block
@@ -213,7 +229,13 @@ Algo choose(CollType coll, size_t bytes, const Shape& s, const Config& cfg) {
                        ? Algo::allgather_cma
                        : Algo::allgather;
         }
-        case CollType::reduce_scatter: return alone ? Algo::local_copy : Algo::reduce_scatter;
+        case CollType::reduce_scatter:
+            // Single copy where the allreduce it is the first half of would take it: blocks as
+            // its slices.
+            if (alone) return Algo::local_copy;
+            return reduces_single_copy(CollType::allreduce, s, size_t(s.local_ranks) * bytes, cfg)
+                       ? Algo::reduce_scatter_cma
+                       : Algo::reduce_scatter;
         case CollType::alltoall:
             return size_t(s.ranks) * bytes <= shm::Arena::kLaneBytes ? Algo::alltoall_lane
                                                                      : Algo::alltoall;

@@ -37,8 +37,15 @@ struct Probe {
 // What single copy may carry on a communicator, derived from its Probe. Sizes in bytes; SIZE_MAX
 // as a minimum and 0 as a maximum: never.
 struct SingleCopy {
-    bool on = false;            // every rank may copy straight from its peers' memory
-    bool dear = false;          // the kernel's bytes are dear: no reductions single copy on its own
+    bool on = false;    // every rank may copy straight from its peers' memory
+    bool dear = false;  // the kernel's bytes are dear (dear_bytes)
+    // Reduces single copy of ccl's own choice where no rank shares a cpu and the bytes are not
+    // dear (docs/tuning.md, "Reduce").
+    bool reduces = false;
+    // Between two such ranks, a byte through the kernel costs under twice memcpy's (byte_pays):
+    // allreduces and reduce-scatters single copy of ccl's own choice, and allgathers and
+    // all-to-alls as where blocks are cheap (docs/tuning.md, "Allreduce", "Dear bytes").
+    bool byte_pays = false;
     bool threaded = false;      // every rank has a team that cuts large transfers
     size_t min = SIZE_MAX;      // blocks from this size go single copy (all-to-all, allgather base)
     size_t p2p_min = SIZE_MAX;  // sends and receives from this size
@@ -59,6 +66,10 @@ size_t cma_min_bytes(double probe_ns);
 // Whether the kernel's copies are dear by the byte: 3x memcpy's time or more.
 inline bool dear_bytes(double kernel_ns, double user_ns) {
     return kernel_ns > 0 && user_ns > 0 && kernel_ns >= 3 * user_ns;
+}
+// Whether single copy pays by the byte between two ranks: the kernel's copy under 2x memcpy's.
+inline bool byte_pays(double kernel_ns, double user_ns) {
+    return kernel_ns > 0 && user_ns > 0 && kernel_ns < 2 * user_ns;
 }
 // `cma_min` where `local_ranks` share `cpus` (0: unknown): with more ranks than cpus at least
 // 4 MiB over the ranks per cpu.

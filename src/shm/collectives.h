@@ -36,7 +36,8 @@ private:
     T* p_;
 };
 
-// Single-copy rounds (allreduce_cma, reduce_cma, broadcast_cma, allgatherv_cma). share_extents
+// Single-copy rounds (allreduce_cma, reduce_cma, reduce_scatter_cma, broadcast_cma,
+// allgatherv_cma). share_extents
 // puts where this rank's input and output are, and how many bytes of each the peers may touch,
 // in its own buffer and says it is ready; once all are, peer_send and peer_recv give bytes
 // [at, at + len) of rank r's input and output, after checking that they lie within what r
@@ -136,6 +137,11 @@ Task allgatherv(Arena& arena, Signature sig, const void* send, void* recv,
 // round every rank copies a piece of each peer's block in and reduces its own block's pieces.
 Task reduce_scatter(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                     ccl_datatype_t dtype, ccl_reduction_t op);
+// The same single-copy: every rank reads its block of each peer's input straight from the peer's
+// memory (a piece at a time, into its scratch) and reduces it into recv: allreduce_cma's first
+// round, with the blocks as its slices.
+Task reduce_scatter_cma(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
+                        ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Block j of send (sendcounts[j] elements) to rank j. In the first round every rank publishes a
 // record (in its eager slot where it fits, with the blocks too when they fit beside it): per

@@ -51,6 +51,12 @@ TEST(Planner, AllreduceDirectThenRsag) {
     given.allreduce_direct_max_set = true;
     EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(8), given), Algo::direct);
     EXPECT_EQ(choose(CollType::allreduce, 1 * MiB + 4, node(8), given), Algo::rsag);
+    // Two ranks with a team: up to 2 MiB (the 16-core host, 2 ranks of 8 cpus); more ranks with
+    // a team as without (4 of 4 and 8 of 2: direct 1.5-3x slower from 128 KiB).
+    EXPECT_EQ(choose(CollType::allreduce, 2 * MiB, node(2, cheap_copy(2)), cfg), Algo::direct);
+    EXPECT_EQ(choose(CollType::allreduce, 2 * MiB + 4, node(2, cheap_copy(2)), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 6 * KiB + 4, node(4, cheap_copy(4)), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 2 * MiB, node(2, cheap_copy(2)), given), Algo::rsag);
 }
 
 TEST(Planner, AllreduceAsTheUserForces) {
@@ -63,37 +69,99 @@ TEST(Planner, AllreduceAsTheUserForces) {
     EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, cheap_copy(4)), cfg),
               Algo::allreduce_cma);
     EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4), cfg), Algo::rsag);  // not allowed
+    // Reduce-scatter follows: single copy with cma, through the arena otherwise.
+    EXPECT_EQ(choose(CollType::reduce_scatter, 8, node(4, cheap_copy(4)), cfg),
+              Algo::reduce_scatter_cma);
+    cfg.allreduce_algo = "rsag";
+    EXPECT_EQ(choose(CollType::reduce_scatter, 64 * MiB, node(4, cheap_copy(4)), cfg),
+              Algo::reduce_scatter);
 }
 
 TEST(Planner, AllreduceSingleCopyWhereItPays) {
     const Config cfg;
-    const SingleCopy copy = cheap_copy(4);
+    const SingleCopy copy = cheap_copy(2);
     // Ranks with a team: through the arena, whose copies the team splits too.
-    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, copy), cfg), Algo::rsag);
-    EXPECT_EQ(choose(CollType::allreduce, 256 * MiB, node(4, copy), cfg), Algo::rsag);
-    EXPECT_EQ(choose(CollType::reduce, 16 * MiB, node(4, copy), cfg), Algo::reduce_split);
-    // Ranks of one thread: slices (bytes / ranks) of 256 KiB or more, below
+    EXPECT_EQ(choose(CollType::allreduce, 4 * MiB, node(2, copy), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 256 * MiB, node(2, copy), cfg), Algo::rsag);
+    // Two ranks of one thread: slices (bytes / ranks) of 256 KiB or more, below
     // CCL_ALLREDUCE_CMA_MAX (32 MiB).
     SingleCopy one = copy;
     one.threaded = false;
-    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB, node(4, one), cfg), Algo::allreduce_cma);
-    EXPECT_EQ(choose(CollType::allreduce, 1 * MiB - 64, node(4, one), cfg), Algo::rsag);
-    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(4, one), cfg), Algo::allreduce_cma);
-    EXPECT_EQ(choose(CollType::allreduce, 32 * MiB, node(4, one), cfg), Algo::rsag);
-    // A bound the user gives holds with a team too.
+    EXPECT_EQ(choose(CollType::allreduce, 512 * KiB, node(2, one), cfg), Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 512 * KiB - 64, node(2, one), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(2, one), cfg), Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 32 * MiB, node(2, one), cfg), Algo::rsag);
+    // More ranks: rsag at every size (the 16-core host, 4-16 ranks of a core each).
+    SingleCopy four = cheap_copy(4);
+    four.threaded = false;
+    EXPECT_FALSE(four.byte_pays);
+    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(4, four), cfg), Algo::rsag);
+    // A bound the user gives holds as is: with a team, at more ranks.
     Config bounded;
     bounded.allreduce_cma_max = 8 * MiB;
     bounded.allreduce_cma_max_set = true;
-    EXPECT_EQ(choose(CollType::allreduce, 4 * MiB, node(4, copy), bounded), Algo::allreduce_cma);
-    EXPECT_EQ(choose(CollType::allreduce, 8 * MiB, node(4, copy), bounded), Algo::rsag);
-    // Dear bytes: never of its own choice.
-    SingleCopy dear = copy;
-    dear.dear = true;
-    EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, node(4, dear), cfg), Algo::rsag);
+    EXPECT_EQ(choose(CollType::allreduce, 4 * MiB, node(4, cheap_copy(4)), bounded),
+              Algo::allreduce_cma);
+    EXPECT_EQ(choose(CollType::allreduce, 8 * MiB, node(4, cheap_copy(4)), bounded), Algo::rsag);
     // Arena buffers too small for a cache line of scratch per rank.
-    Shape tiny = node(4, copy);
-    tiny.buffer = 128;
+    Shape tiny = node(2, one);
+    tiny.buffer = 64;
     EXPECT_EQ(choose(CollType::allreduce, 16 * MiB, tiny, cfg), Algo::rsag);
+}
+
+// Which reductions the probe allows single copy: allreduces between two ranks whose kernel copies
+// a byte in under 2x memcpy's time (the host, 1.5-1.7x, single copy faster from 1 to 16 MiB; the
+// AMD VM, 2.4-3.1x, 2x slower); reduces where the bytes are not dear; neither on a crowded node.
+TEST(Tuning, ReductionsSingleCopyFromTheProbe) {
+    Probe p;
+    p.works = true;
+    p.fixed_ns = 800;
+    p.dearest_x100 = p.cheapest_x100 = 190;
+    SingleCopy s = single_copy(p, 2, 16);
+    EXPECT_TRUE(s.byte_pays);
+    EXPECT_TRUE(s.reduces);
+    p.dearest_x100 = 200;  // twice memcpy's: no longer pays
+    s = single_copy(p, 2, 16);
+    EXPECT_FALSE(s.byte_pays);
+    EXPECT_TRUE(s.reduces);
+    EXPECT_NE(describe(p, s).find("reductions of ccl's choice: reduces"), std::string::npos)
+        << describe(p, s);
+    // Where the byte pays, large blocks do too, even where the fixed cost keeps small ones out
+    // (the AMD VM with its cpus far apart: 1.6 us, a byte 1.4-1.6x): allgathers below 32 MiB,
+    // all-to-alls at every size, reduce-scatters as the allreduce they are half of.
+    p.dearest_x100 = 150;
+    p.fixed_ns = 1600;
+    s = single_copy(p, 2, 2);
+    EXPECT_TRUE(s.byte_pays);
+    EXPECT_FALSE(s.cheap());
+    EXPECT_EQ(s.allgather_max, 32 * MiB);
+    EXPECT_EQ(s.alltoall_max, SIZE_MAX);
+    EXPECT_EQ(choose(CollType::reduce_scatter, 256 * KiB, node(2, s), Config{}),
+              Algo::reduce_scatter_cma);
+    EXPECT_EQ(choose(CollType::reduce_scatter, 256 * KiB - 64, node(2, s), Config{}),
+              Algo::reduce_scatter);
+    EXPECT_EQ(choose(CollType::reduce_scatter, 16 * MiB, node(2, s), Config{}),
+              Algo::reduce_scatter);  // 32 MiB sent: CCL_ALLREDUCE_CMA_MAX
+    p.fixed_ns = 800;
+    EXPECT_FALSE(single_copy(p, 3, 16).byte_pays);  // more than two ranks
+    EXPECT_TRUE(single_copy(p, 3, 16).reduces);
+    p.dearest_x100 = 300;  // dear
+    s = single_copy(p, 4, 16);
+    EXPECT_FALSE(s.reduces);
+    EXPECT_NE(describe(p, s).find("reductions of ccl's choice: none"), std::string::npos)
+        << describe(p, s);
+    // A crowded node (the AMD VM, 4 ranks on 2 cpus: allreduce 16 MiB 5.3 ms through the arena,
+    // 12-15 single copy; reduce 4 MiB 0.7-1.0 against 1.6-1.8), however cheap the byte.
+    p.dearest_x100 = p.cheapest_x100 = 150;
+    p.crowd_floor = crowded_cma_min_bytes(0, 4, 2);
+    s = single_copy(p, 4, 2);
+    EXPECT_FALSE(s.reduces);
+    EXPECT_FALSE(s.byte_pays);
+    EXPECT_EQ(choose(CollType::reduce, 16 * MiB, node(4, s), Config{}), Algo::reduce_split);
+    // Not probed (single copy off): nothing.
+    p = {};
+    s = single_copy(p, 2, 16);
+    EXPECT_FALSE(s.reduces || s.byte_pays);
 }
 
 TEST(Planner, ReduceDirectAtTwoRanksAlways) {
@@ -105,10 +173,17 @@ TEST(Planner, ReduceDirectAtTwoRanksAlways) {
     EXPECT_EQ(choose(CollType::reduce, 64 * KiB + 4, node(8), cfg), Algo::reduce_split);
     EXPECT_EQ(choose(CollType::reduce, 5 * KiB, node(16), cfg), Algo::reduce_direct);
     EXPECT_EQ(choose(CollType::reduce, 5 * KiB + 4, node(16), cfg), Algo::reduce_split);
-    // Beyond direct, single copy where allreduce would take it (ranks of one thread).
+    // Beyond direct, single copy for slices from CCL_ALLREDUCE_CMA_MIN (ranks of one thread), at
+    // any size unless a CCL_ALLREDUCE_CMA_MAX is given.
     SingleCopy one = cheap_copy(4);
     one.threaded = false;
-    EXPECT_EQ(choose(CollType::reduce, 4 * MiB, node(4, one), cfg), Algo::reduce_cma);
+    EXPECT_EQ(choose(CollType::reduce, 1 * MiB, node(4, one), cfg), Algo::reduce_cma);
+    EXPECT_EQ(choose(CollType::reduce, 1 * MiB - 64, node(4, one), cfg), Algo::reduce_split);
+    EXPECT_EQ(choose(CollType::reduce, 256 * MiB, node(4, one), cfg), Algo::reduce_cma);
+    Config bounded;
+    bounded.allreduce_cma_max = 8 * MiB;
+    bounded.allreduce_cma_max_set = true;
+    EXPECT_EQ(choose(CollType::reduce, 8 * MiB, node(4, one), bounded), Algo::reduce_split);
     EXPECT_EQ(choose(CollType::reduce, 4 * MiB, node(4, cheap_copy(4)), cfg), Algo::reduce_split);
     // A bound or an algorithm the user gives holds at 2 ranks too.
     Config given;

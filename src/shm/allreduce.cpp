@@ -189,6 +189,24 @@ void read_peer_parts(Arena& arena, const void* mine, size_t at, size_t len, char
     srcs[size_t(me)] = static_cast<const char*>(mine) + at;
 }
 
+void reduce_peer_range(Arena& arena, const void* send, char* out, size_t lo, size_t hi,
+                       size_t esize, ccl_datatype_t dtype, ccl_reduction_t op) {
+    const int n = arena.nranks();
+    // In parts over the rank's team, each reading a piece of every peer's part at a time into
+    // its share of the second buffer.
+    split_over_scratch(
+        static_cast<char*>(arena.own_buffer(1)), arena.buffer_size(), size_t(std::max(n - 1, 1)),
+        lo, hi, esize, [&](char* pieces, size_t piece, size_t begin, size_t end) {
+            PerRank<const void*> srcs(n);
+            for (size_t at = begin; at < end; at += piece) {
+                const size_t len = std::min(piece, end - at);
+                read_peer_parts(arena, send, at, len, pieces, piece, srcs);
+                // In rank order, as rsag.
+                reduce(out + (at - lo * esize), srcs.data(), n, len / esize, dtype, op, n);
+            }
+        });
+}
+
 Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
                    ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
@@ -205,20 +223,8 @@ Task allreduce_cma(Arena& arena, Signature sig, const void* send, void* recv, si
     PerRank<Extents> theirs(n);
     for (int r = 0; r < n; ++r) theirs[r] = *static_cast<const Extents*>(arena.peer_buffer(r));
     co_await arena.buffer_free(1);
-    // The slice in parts over the rank's team, each reading a piece of every peer's part at a
-    // time into its share of the second buffer.
     char* out = static_cast<char*>(recv);
-    split_over_scratch(static_cast<char*>(arena.own_buffer(1)), arena.buffer_size(),
-                       size_t(std::max(n - 1, 1)), lo, hi, esize,
-                       [&](char* pieces, size_t piece, size_t begin, size_t end) {
-                           PerRank<const void*> srcs(n);
-                           for (size_t at = begin; at < end; at += piece) {
-                               const size_t len = std::min(piece, end - at);
-                               read_peer_parts(arena, send, at, len, pieces, piece, srcs);
-                               // In rank order, as rsag.
-                               reduce(out + at, srcs.data(), n, len / esize, dtype, op, n);
-                           }
-                       });
+    reduce_peer_range(arena, send, out + lo * esize, lo, hi, esize, dtype, op);
     arena.done();
     // Round 2: once every slice is reduced (no one reads an input any more), every rank copies
     // the other slices from their owners' outputs, and waits until no one reads its own.

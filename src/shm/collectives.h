@@ -56,6 +56,11 @@ const char* peer_send(Arena& arena, int r, size_t at, size_t len);
 char* peer_recv(Arena& arena, int r, size_t at, size_t len);
 void read_peer_parts(Arena& arena, const void* mine, size_t at, size_t len, char* scratch,
                      size_t piece, PerRank<const void*>& srcs);
+// Elements [lo, hi) of every rank's input (this rank's at `send`) reduced into `out` (element lo
+// there), read_peer_parts a piece at a time over the rank's team, the second buffer the scratch:
+// once share_extents' round is ready everywhere and buffer_free(1).
+void reduce_peer_range(Arena& arena, const void* send, char* out, size_t lo, size_t hi,
+                       size_t esize, ccl_datatype_t dtype, ccl_reduction_t op);
 
 // Small messages: every rank copies its input in, then reduces all ranks' buffers itself.
 // One synchronisation per chunk.

@@ -49,20 +49,9 @@ Task reduce_scatter_cma(Arena& arena, Signature sig, const void* send, void* rec
     share_extents(arena, {send, size_t(n) * count * esize, recv, count * esize});
     co_await arena.all_ready();
     co_await arena.buffer_free(1);
-    // My block sits at the same offset of every rank's input: its parts over the rank's team,
-    // each reading a piece of every peer's part at a time into its share of the second buffer.
-    const size_t lo = size_t(me) * count;
-    char* out = static_cast<char*>(recv);
-    split_over_scratch(
-        static_cast<char*>(arena.own_buffer(1)), arena.buffer_size(), size_t(std::max(n - 1, 1)),
-        lo, lo + count, esize, [&](char* pieces, size_t piece, size_t begin, size_t end) {
-            PerRank<const void*> srcs(n);
-            for (size_t at = begin; at < end; at += piece) {
-                const size_t len = std::min(piece, end - at);
-                read_peer_parts(arena, send, at, len, pieces, piece, srcs);
-                reduce(out + (at - lo * esize), srcs.data(), n, len / esize, dtype, op, n);
-            }
-        });
+    // My block sits at the same offset of every rank's input.
+    reduce_peer_range(arena, send, static_cast<char*>(recv), size_t(me) * count,
+                      size_t(me + 1) * count, esize, dtype, op);
     arena.done();
     co_await arena.all_done();  // no peer reads my input any more
 }

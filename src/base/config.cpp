@@ -248,8 +248,9 @@ constexpr Knob kKnobs[] = {
      },
      [](const Config& c, const char*) { return bytes_text(c.allreduce_direct_max); }, true},
     {"CCL_ALLREDUCE_CMA_MIN", "0 to 1024G bytes",
-     "With `auto`, single-copy allreduce and reduce start where each rank's slice (message "
-     "bytes / ranks) reaches this, where the probe allows them.",
+     "With `auto`, single-copy allreduce, reduce and reduce_scatter start where each rank's slice "
+     "(message bytes / ranks; a reduce_scatter's block) reaches this, where the probe allows "
+     "them.",
      [](Config& c, const char* name, const char* v) {
          c.allreduce_cma_min = parse_bytes(name, v, 0, kTiB);
      },

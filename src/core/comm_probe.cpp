@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/config.h"
 #include "base/log.h"
@@ -49,9 +50,9 @@ tuning::SingleCopy Communicator::probe_single_copy() {
     // The cost of a byte, the kernel's copy against memcpy (shm::cma_copy_costs), among this
     // node's ranks: 256 KiB, a size that stays in the caches, where most transfers are.
     double kernel_ns = -1, user_ns = -1;
+    const size_t probe_bytes = std::min(arena_->buffer_size(), size_t(256) << 10);
     if (arena_->nranks() > 1)
-        shm::cma_copy_costs(*arena_, CollSignature{}.round(Algo::copy_costs),
-                            std::min(arena_->buffer_size(), size_t(256) << 10), 3,
+        shm::cma_copy_costs(*arena_, CollSignature{}.round(Algo::copy_costs), probe_bytes, 3,
                             config_.single_copy, &kernel_ns, &user_ns)
             .run_blocking();
     const uint64_t per_byte =
@@ -88,7 +89,16 @@ tuning::SingleCopy Communicator::probe_single_copy() {
         log().info(
             "single-copy transfers (process_vm_readv) are not allowed here: ptrace "
             "restrictions or a seccomp profile; using shared-memory copies only");
-    if (p.works && rank_ == 0) log().info("{}", tuning::describe(p, copy));
+    if (p.works && rank_ == 0) {
+        log().info("{}", tuning::describe(p, copy));
+        // Bytes per ns are GB/s; to a tenth.
+        auto rate = [&](double ns) { return std::round(10 * double(probe_bytes) / ns) / 10; };
+        if (kernel_ns > 0 && user_ns > 0)
+            log().info(
+                "rank 0 copied {} KiB from the next rank at {} GB/s through the kernel, {} "
+                "GB/s by memcpy",
+                probe_bytes >> 10, rate(kernel_ns), rate(user_ns));
+    }
     return copy;
 }
 

@@ -37,14 +37,13 @@ private:
 };
 
 // Single-copy rounds (allreduce_cma, reduce_cma, reduce_scatter_cma, broadcast_cma,
-// allgatherv_cma). share_extents
-// puts where this rank's input and output are, and how many bytes of each the peers may touch,
-// in its own buffer and says it is ready; once all are, peer_send and peer_recv give bytes
-// [at, at + len) of rank r's input and output, after checking that they lie within what r
-// declared (else the call fails as a mismatch: ranks that disagree never read or write past a
-// buffer). read_peer_parts copies bytes [at, at + len) of each peer's input into this rank's
-// scratch pieces (`piece` bytes apart, the next rank first so that ranks read different peers)
-// and points srcs at them, srcs[rank] at `mine` + at.
+// allgatherv_cma). share_extents puts where this rank's input and output are, and how many bytes of
+// each the peers may touch, in its own buffer and says it is ready; once all are, peer_send and
+// peer_recv give bytes [at, at + len) of rank r's input and output, after checking that they lie
+// within what r declared (else the call fails as a mismatch: ranks that disagree never read or
+// write past a buffer). read_peer_parts copies bytes [at, at + len) of each peer's input into this
+// rank's scratch pieces (`piece` bytes apart, the next rank first so that ranks read different
+// peers) and points srcs at them, srcs[rank] at `mine` + at.
 struct Extents {
     const void* send;
     size_t send_bytes;

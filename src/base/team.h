@@ -57,7 +57,7 @@ void team_run(size_t parts, const Fn& part, bool wake = true) {
 // microsecond), and the bytes a job must move to wake sleeping helpers (a wake takes tens of
 // microseconds on a virtual machine). docs/tuning.md, "The rank's team".
 inline constexpr size_t kTeamPartBytes = size_t(32) << 10;
-inline constexpr size_t kTeamWakeBytes = size_t(256) << 10;
+inline constexpr size_t kTeamWakeBytes = size_t(128) << 10;
 
 // How many parts a job over `bytes` is cut into: up to the team's size, each at least
 // kTeamPartBytes (1: run it whole, here).

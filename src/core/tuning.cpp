@@ -132,9 +132,9 @@ namespace {
 
 // The largest allreduce that runs direct by default: direct reads n x bytes per rank in one
 // round, rsag about 2 x bytes in two; with more than 2 ranks while n x bytes stays within
-// 24 KiB; 2 ranks with a team up to 2 MiB (direct's copy and reduction are each one job for the
-// team, where rsag's are half as large, below kTeamWakeBytes at 256 KiB: docs/tuning.md,
-// "Allreduce"). A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
+// 24 KiB; 2 ranks with a team up to 2 MiB (one round, its copy and its reduction each one job
+// for the team, where rsag takes two rounds of jobs half as large: docs/tuning.md, "Allreduce").
+// A CCL_ALLREDUCE_DIRECT_MAX the user gives holds as is.
 size_t allreduce_direct_max(const Config& cfg, int n, bool threaded) {
     constexpr size_t kDirectReadMax = 24u << 10, kTeamPairMax = 2u << 20;
     if (cfg.allreduce_direct_max_set) return cfg.allreduce_direct_max;

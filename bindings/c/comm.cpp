@@ -82,7 +82,7 @@ ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm) {
         const kvs::ProcessLaunch& found = kvs::process_launch();
         if (!found.launch) throw *found.error;
         const kvs::Launch& launch = *found.launch;
-        if (launch.launcher == Launcher::none)
+        if (launch.via == kvs::AddressVia::none)
             throw Error(CCL_ERROR_INVALID_USAGE,
                         "CCL_PROCESS_LAUNCHER=none: ccl_comm_create_from_env looks for no "
                         "launcher; create or connect to the KVS (ccl_kvs_create_main, "

@@ -511,24 +511,32 @@ Launch detect_launch(const Getenv& getenv, const LaunchSettings& settings) {
                     "SLURM_PROCID is set but no SLURM_STEP_ID: this looks like a Slurm batch "
                     "script, not a task started by srun. Start the ranks with srun (or mpirun, "
                     "torchrun), or set CCL_PROCESS_LAUNCHER=slurm to use these variables anyway");
-    throw Error(CCL_ERROR_INVALID_USAGE,
-                "no launcher's variables are set: start the program with cclrun, mpiexec "
-                "(MPICH), mpirun (Open MPI), torchrun or srun, or create the communicator with "
-                "ccl_comm_create (docs/launching.md)");
+    // Started by hand: a job of one rank, as MPI's singleton.
+    Launch alone;
+    alone.via = AddressVia::alone;
+    alone.why =
+        "no launcher's variables: a job of one rank (start with cclrun, mpiexec (MPICH), mpirun "
+        "(Open MPI), torchrun or srun for more; docs/launching.md)";
+    return alone;
 }
 
 ProcessLaunch detect_process_launch(const Getenv& getenv, const Config& cfg) {
     ProcessLaunch p;
     try {
         p.launch = detect_launch(getenv, {cfg.process_launcher, cfg.kvs_port, cfg.kvs_secret});
-        p.local_rank = p.launch->local_rank;
-        p.local_size = p.launch->local_size;
+        if (p.launch->via != AddressVia::alone) {
+            p.local_rank = p.launch->local_rank;
+            p.local_size = p.launch->local_size;
+            return p;
+        }
     } catch (const Error& e) {
         p.error = e;
-        if (const char* v = getenv("LOCAL_RANK")) p.local_rank = local_number("LOCAL_RANK", v, 0);
-        if (const char* v = getenv("LOCAL_WORLD_SIZE"))
-            p.local_size = local_number("LOCAL_WORLD_SIZE", v, 1);
     }
+    // No launcher (a rank started by hand that may join others through ccl_comm_create), or a
+    // confused one: where the application says the rank sits, if it does.
+    if (const char* v = getenv("LOCAL_RANK")) p.local_rank = local_number("LOCAL_RANK", v, 0);
+    if (const char* v = getenv("LOCAL_WORLD_SIZE"))
+        p.local_size = local_number("LOCAL_WORLD_SIZE", v, 1);
     return p;
 }
 

@@ -16,6 +16,7 @@ namespace ccl::kvs {
 // How the ranks learn the address of the KVS that rank 0 serves.
 enum class AddressVia {
     none,    // they do not: the application passes it (ccl_comm_create)
+    alone,   // no launcher: a job of one rank (MPI's singleton), which serves the KVS to itself
     given,   // CCL_KVS_ADDRESS: cclrun serves the KVS and says where
     pmi,     // rank 0 publishes it with PMI-1 put / barrier / get over PMI_FD
     pmix,    // rank 0 publishes it with PMIx put / fence / get
@@ -48,7 +49,8 @@ struct LaunchSettings {
 using Getenv = std::function<const char*(const char*)>;
 
 // Decides from the variables that `getenv` returns. Throws ccl::Error:
-//   CCL_ERROR_INVALID_USAGE     no launcher's variables, a launcher's variables only in part,
+// No launcher's variables at all make a job of one rank (AddressVia::alone). Throws ccl::Error:
+//   CCL_ERROR_INVALID_USAGE     a launcher's variables only in part, a Slurm batch script,
 //                               two launchers' variables disagreeing, a forced launcher whose
 //                               variables are missing, a launcher with no way to share the address
 //   CCL_ERROR_INVALID_ARGUMENT  a malformed value (not an integer, rank >= size, bad port)
@@ -57,8 +59,9 @@ using Getenv = std::function<const char*(const char*)>;
 Launch detect_launch(const Getenv& getenv, const LaunchSettings& settings);
 
 // This process's launch (detect_launch with cfg's settings), or why none could be told, and where
-// it sits on its node: the launch's local rank and size, else LOCAL_RANK and LOCAL_WORLD_SIZE. A
-// missing or confused launcher is not an error until ccl_comm_create_from_env needs one.
+// it sits on its node: the launch's local rank and size, else (no launcher, or a confused one)
+// LOCAL_RANK and LOCAL_WORLD_SIZE. A confused launcher is not an error until
+// ccl_comm_create_from_env needs one.
 struct ProcessLaunch {
     std::optional<Launch> launch;
     std::optional<Error> error;

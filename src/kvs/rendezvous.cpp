@@ -82,6 +82,11 @@ Rendezvous::Rendezvous(const Launch& launch, const std::string& iface, double ti
                 launch, iface, timeout_s, [&](const std::string& v) { pmix_->put(kAddressKey, v); },
                 [&] { pmix_->fence(); }, [&] { return pmix_->get(0, kAddressKey); });
             break;
+        case AddressVia::alone:  // no one else to tell: the server is this rank's alone
+            server_ = std::make_unique<Server>(iface.empty() ? "lo" : iface, 0, std::nullopt,
+                                               ServerLimits::for_job(1));
+            client_ = std::make_unique<Client>(server_->address(), timeout_s);
+            break;
         case AddressVia::none:
             throw Error(CCL_ERROR_INVALID_USAGE, "no launcher says where the KVS is");
     }

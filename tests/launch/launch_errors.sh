@@ -49,7 +49,6 @@ expect() {
 port=$(free_port)
 torch=(RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port - 1)))
 
-expect "no launcher" 5 "invalid usage" "no launcher" -- "$prog"
 expect "RANK without WORLD_SIZE" 5 "invalid usage" "partial torchrun" "WORLD_SIZE" -- env RANK=0 "$prog"
 expect "torchrun without MASTER_ADDR" 5 "invalid usage" "MASTER_ADDR" -- \
     env RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 "$prog"

@@ -83,10 +83,16 @@ void expect_place(const Launch& l, Launcher launcher, int rank, int size, int lo
     EXPECT_EQ(l.local_size, local_size) << l.why;
 }
 
-TEST(Launcher, NothingSet) {
-    expect_error({}, CCL_ERROR_INVALID_USAGE, {"no launcher", "cclrun", "mpiexec", "torchrun"});
+// Started by hand: a job of one rank (MPI's singleton) that serves its own KVS.
+TEST(Launcher, NothingSetIsAJobOfOne) {
     // Empty values are not values.
-    expect_error({{"RANK", ""}, {"PMI_FD", ""}}, CCL_ERROR_INVALID_USAGE, {"no launcher"});
+    for (const Env& env : {Env{}, Env{{"RANK", ""}, {"PMI_FD", ""}}}) {
+        Launch l = detect(env);
+        expect_place(l, Launcher::none, 0, 1, 0, 1);
+        EXPECT_EQ(l.via, AddressVia::alone);
+        for (const char* w : {"a job of one rank", "cclrun", "mpiexec", "torchrun"})
+            EXPECT_TRUE(contains(l.why, w)) << l.why;
+    }
 }
 
 TEST(Launcher, Cclrun) {
@@ -418,6 +424,16 @@ TEST(LauncherConfig, LocalPlacementFromLauncher) {
     EXPECT_EQ(c.local_size, 2);
 }
 
+// A rank started by hand keeps the place LOCAL_RANK gives it (its application may join others
+// through ccl_comm_create): its progress threads are pinned by it.
+TEST(LauncherConfig, AJobOfOneStillPlacedByLocalRank) {
+    ccl::kvs::ProcessLaunch c = parse_config({{"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "3"}});
+    ASSERT_TRUE(c.launch);
+    EXPECT_EQ(c.launch->size, 1);
+    EXPECT_EQ(c.local_rank, 1);
+    EXPECT_EQ(c.local_size, 3);
+}
+
 TEST(LauncherConfig, NoLauncherIsNotAConfigError) {
     ccl::kvs::ProcessLaunch c =
         parse_config({{"RANK", "0"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4"}});
@@ -434,7 +450,9 @@ TEST(LauncherConfig, Variables) {
     ASSERT_TRUE(c.launch);
     EXPECT_EQ(c.launch->launcher, Launcher::torchrun);
     EXPECT_EQ(c.launch->port, 7000);
-    EXPECT_FALSE(parse_config({{"CCL_PROCESS_LAUNCHER", "auto"}}).launch);
+    c = parse_config({{"CCL_PROCESS_LAUNCHER", "auto"}});
+    ASSERT_TRUE(c.launch);
+    EXPECT_EQ(c.launch->via, AddressVia::alone);
     for (const Env& bad : {Env{{"CCL_PROCESS_LAUNCHER", "srun"}}, Env{{"CCL_KVS_PORT", "0"}},
                            Env{{"CCL_KVS_PORT", "65536"}}, Env{{"CCL_KVS_PORT", "http"}}}) {
         try {

@@ -36,6 +36,7 @@ const char* via_text(ccl::kvs::AddressVia via) {
         case AddressVia::pmi: return "served by rank 0, its address shared through PMI-1";
         case AddressVia::pmix: return "served by rank 0, its address shared through PMIx";
         case AddressVia::master: return "served by rank 0 at MASTER_ADDR and a known port";
+        case AddressVia::alone: return "served by this rank to itself (a job of one rank)";
     }
     return "?";
 }
@@ -121,11 +122,11 @@ int main(int argc, char** argv) {
             const ccl::kvs::Launch& l = *found.launch;
             out += std::string("launcher:   ") + ccl::launcher_name(l.launcher) + "\n";
             out += "why:        " + l.why + "\n";
-            if (l.launcher != ccl::Launcher::none)
+            if (l.via != ccl::kvs::AddressVia::none)  // forced none: the application says
                 out += "rank:       " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
                        "\n";
-            out += "local rank: " + std::to_string(l.local_rank) + " of " +
-                   std::to_string(l.local_size) + "\n";
+            out += "local rank: " + std::to_string(found.local_rank) + " of " +
+                   std::to_string(found.local_size) + "\n";
             out += std::string("kvs:        ") + via_text(l.via) + "\n";
         } else {
             out += "launcher:   not detected\n";

@@ -28,6 +28,32 @@ namespace {
                 std::string(name) + "='" + value + "' is malformed: expected " + expected);
 }
 
+// Whether `text` is oneCCL's allreduce choice: its algorithms, each alone or with a size range,
+// ';' between them ("ring", "direct:0-8192;ring:8193-max").
+bool oneccl_allreduce_choice(std::string_view text) {
+    static constexpr std::string_view kAlgos[] = {
+        "direct",      "rabenseifner",       "nreduce", "ring", "ring_rma",
+        "double_tree", "recursive_doubling", "2d",      "topo"};
+    auto bound = [](std::string_view b) { return b == "max" || all_digits(b); };
+    while (true) {
+        const size_t semi = text.find(';');
+        std::string_view entry = text.substr(0, semi);
+        const size_t colon = entry.find(':');
+        if (std::find(std::begin(kAlgos), std::end(kAlgos), entry.substr(0, colon)) ==
+            std::end(kAlgos))
+            return false;
+        if (colon != std::string_view::npos) {
+            const std::string_view range = entry.substr(colon + 1);
+            const size_t dash = range.find('-');
+            if (dash == std::string_view::npos || !bound(range.substr(0, dash)) ||
+                !bound(range.substr(dash + 1)))
+                return false;
+        }
+        if (semi == std::string_view::npos) return true;
+        text.remove_prefix(semi + 1);
+    }
+}
+
 // Every number goes through base/number.h: digits only (and a decimal point for seconds), so that
 // a value that reads as something else ("0x10", " 5", "+3", "-0", "1e3") is refused, not guessed.
 double parse_seconds(const char* name, const char* value) {
@@ -205,12 +231,20 @@ constexpr Knob kKnobs[] = {
          return c.kvs_secret ? "(set, not shown)" : "(unset)";
      },
      true},
-    {"CCL_PROCESS_LAUNCHER", "auto, cclrun, hydra, ompi, torchrun, slurm, none",
+    {"CCL_PROCESS_LAUNCHER",
+     "auto, cclrun, hydra, ompi, torchrun, slurm, none; oneCCL's pmix reads as auto",
      "Which launcher's variables `ccl_comm_create_from_env` reads: `auto` detects it "
      "(`docs/launching.md`); `hydra` is MPICH's mpiexec, `ompi` Open MPI's mpirun, `slurm` srun, "
      "`none` the application's own KVS and `ccl_comm_create`. A named launcher's variables must "
      "all be there; the others' are ignored.",
      [](Config& c, const char* name, const char* v) {
+         if (std::string_view(v) == "pmix") {  // oneCCL's
+             c.process_launcher = std::nullopt;
+             c.oneccl_values.push_back(std::string(name) +
+                                       "=pmix is oneCCL's: ccl finds a PMIx launcher (Open MPI's "
+                                       "mpirun, srun --mpi=pmix) by itself (auto)");
+             return;
+         }
          c.process_launcher = parse_launcher(name, v);
      },
      [](const Config& c, const char*) -> std::string {
@@ -226,16 +260,25 @@ constexpr Knob kKnobs[] = {
          c.shm_buffer_size_set = true;
      },
      [](const Config& c, const char*) { return bytes_text(c.shm_buffer_size); }, true},
-    {"CCL_ALLREDUCE", "auto, direct, rsag, cma",
+    {"CCL_ALLREDUCE", "auto, direct, rsag, cma; oneCCL's algorithms read as auto",
      "The allreduce among co-located ranks (and reduce's beyond `CCL_ALLREDUCE_DIRECT_MAX`, and "
      "reduce_scatter's: single copy with `cma`, else through the arena): `direct` (every rank "
      "reduces all inputs), `rsag` (reduce-scatter, then all-gather, through the arena), `cma` "
      "(the same single-copy) or `auto` (by size).",
      [](Config& c, const char* name, const char* v) {
          const std::string s = v;
-         if (s != "auto" && s != "direct" && s != "rsag" && s != "cma")
-             bad(name, v, "one of auto, direct, rsag, cma");
-         c.allreduce_algo = s;
+         if (s == "auto" || s == "direct" || s == "rsag" || s == "cma") {
+             c.allreduce_algo = s;
+         } else if (oneccl_allreduce_choice(s)) {
+             c.allreduce_algo = "auto";
+             c.oneccl_values.push_back(std::string(name) + "=" + s +
+                                       " is oneCCL's choice: ccl chooses among direct, rsag and "
+                                       "cma by size itself (auto); set one of those to force it");
+         } else {
+             bad(name, v,
+                 "one of auto, direct, rsag, cma (or oneCCL's algorithms, as ring or "
+                 "direct:0-8192;ring:8193-max)");
+         }
      },
      [](const Config& c, const char*) { return c.allreduce_algo; }, true},
     {"CCL_ALLREDUCE_DIRECT_MAX", "0 to 1G bytes",
@@ -416,6 +459,13 @@ constexpr Knob kKnobs[] = {
      },
      false},
     // Read by the tools and builds around the library.
+    {"CCL_LOCAL_RANK", "0 and up",
+     "oneCCL's name for `LOCAL_RANK`: where no launcher says, where the rank sits on its node "
+     "(it places the progress threads).",
+     nullptr, raw_text, false},
+    {"CCL_LOCAL_SIZE", "1 and up",
+     "oneCCL's name for `LOCAL_WORLD_SIZE`: where no launcher says, the ranks on this node.",
+     nullptr, raw_text, false},
     {"CCL_ROOT", "a folder",
      "Read by `bindings/torch/setup.py`: where ccl is installed (`include/ccl/ccl.h`, "
      "`lib/libccl.so`), for the torch backend's build. Unset: this tree's `include/` and `build/`.",
@@ -430,6 +480,97 @@ constexpr Knob kKnobs[] = {
      "Read by `tools/sweep.sh`: the folder of `cclrun` and `ccl_bench`. Unset: `build/`.", nullptr,
      raw_text, false},
 };
+
+// oneCCL's variables that ccl has no knob of: a name, or a family's prefix ending in '*', and what
+// ccl does instead (docs/env.md, "oneCCL's variables"). The first that matches says.
+struct OnecclVariable {
+    const char* name;
+    const char* instead;
+};
+constexpr OnecclVariable kOneccl[] = {
+    {"CCL_ATL_TRANSPORT",
+     "ccl chooses its transport itself: shared memory within a node, libfabric "
+     "across (FI_PROVIDER picks the provider; docs/multinode.md)"},
+    {"CCL_ATL_*",
+     "ccl chooses its transport itself: shared memory within a node, libfabric across "
+     "(FI_PROVIDER picks the provider; docs/multinode.md)"},
+    {"CCL_KVS_MODE", "ccl finds the launcher and its way to the KVS itself (docs/launching.md)"},
+    {"CCL_KVS_MPI_ALLGATHER", "ccl's KVS needs no MPI"},
+    {"CCL_KVS_USE_MPI_RANKS", "ccl takes the ranks from the launcher (docs/launching.md)"},
+    {"CCL_KVS_CONNECTION_TIMEOUT", "CCL_KVS_TIMEOUT bounds connecting to the KVS"},
+    {"CCL_MNIC*",
+     "one endpoint per process: FI_PROVIDER and its interface variables choose the NIC"},
+    {"CCL_MPI_LIBRARY_PATH", "ccl needs no MPI library"},
+    {"CCL_OFI_LIBRARY_PATH", "ccl links the system's libfabric"},
+    {"CCL_PMIX_LIBRARY_PATH", "ccl loads libpmix.so.2 from the loader's path"},
+    {"CCL_WORKER_OFFLOAD",
+     "the calling thread runs blocking calls; progress workers "
+     "(CCL_WORKER_COUNT) run nonblocking ones"},
+    {"CCL_WORKER_WAIT", "waits spin for CCL_POLL_TIME_US, then sleep"},
+    {"CCL_WORKER_MEM_AFFINITY", "ccl's buffers are allocated where the rank runs"},
+    {"CCL_YIELD", "waits spin for CCL_POLL_TIME_US, then sleep"},
+    {"CCL_SPIN_COUNT", "waits spin for CCL_POLL_TIME_US, then sleep"},
+    {"CCL_FUSION*", "ccl fuses allreduces within a group (ccl_group_start / ccl_group_end)"},
+    {"CCL_PRIORITY", "ccl runs calls in the order they are made"},
+    {"CCL_UNORDERED_COLL", "ccl runs calls in the order they are made"},
+    {"CCL_ENABLE_AUTO_CACHE", "ccl caches a call's schedule under its match_id (to_cache)"},
+    {"CCL_CACHE_*", "ccl caches a call's schedule under its match_id; CCL_CACHE_SIZE bounds them"},
+    {"CCL_BUFFER_CACHE", "ccl keeps no user buffers"},
+    {"CCL_ALGO_FALLBACK", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_ALLGATHER*", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_ALLTOALL*", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_BARRIER*", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_BCAST*", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_BROADCAST*", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_REDUCE*",
+     "ccl chooses its algorithms itself (CCL_ALLREDUCE covers reduce; docs/tuning.md)"},
+    {"CCL_RECV", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_SEND", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_ALLREDUCE_*", "ccl chooses its algorithms and their pieces itself (docs/tuning.md)"},
+    {"CCL_RS_*", "ccl chooses its algorithms and their pieces itself (docs/tuning.md)"},
+    {"CCL_DTREE_*", "ccl chooses its algorithms and their pieces itself (docs/tuning.md)"},
+    {"CCL_CHUNK_COUNT", "ccl cuts messages by CCL_SHM_BUFFER_SIZE and CCL_FABRIC_PIPELINE_CHUNK"},
+    {"CCL_MIN_CHUNK_SIZE",
+     "ccl cuts messages by CCL_SHM_BUFFER_SIZE and CCL_FABRIC_PIPELINE_CHUNK"},
+    {"CCL_MAX_SHORT_SIZE", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_TOPO_*", "ccl reads the node's topology itself"},
+    {"CCL_SYCL_*", "no SYCL: device buffers go through Level Zero (CCL_ZE_ENABLE; docs/xpu.md)"},
+    {"CCL_ENABLE_SYCL_KERNELS", "no SYCL: device buffers go through Level Zero (CCL_ZE_ENABLE)"},
+    {"CCL_KERNEL_*", "no SYCL kernels: device buffers go through Level Zero (CCL_ZE_ENABLE)"},
+    {"CCL_ZE_*",
+     "ccl's Level Zero path has no such setting (CCL_ZE_ENABLE, CCL_ZE_IPC, "
+     "CCL_ZE_PIPELINE_CHUNK are its knobs)"},
+    {"CCL_USE_HMEM", "device buffers go through Level Zero (CCL_ZE_ENABLE)"},
+    {"CCL_STAGING_BUFFER", "device buffers go through Level Zero (CCL_ZE_ENABLE)"},
+    {"CCL_DRMFD_*", "device buffers go through Level Zero's IPC (CCL_ZE_IPC)"},
+    {"CCL_BF16", "bfloat16 reductions use the widest kernels the cpu has, chosen at run time"},
+    {"CCL_FP16", "float16 reductions use the widest kernels the cpu has, chosen at run time"},
+    {"CCL_ITT_LEVEL", "no ITT hooks: CCL_LOG_LEVEL=info logs each choice"},
+    {"CCL_SCHED_*", "no schedule dumps: CCL_LOG_LEVEL=info logs each choice"},
+    {"CCL_QUEUE_DUMP", "no queue dumps: CCL_LOG_LEVEL=info logs each choice"},
+    {"CCL_DEBUG_TIMESTAMPS_LEVEL", "ccl_bench times collectives"},
+    {"CCL_ABORT_ON_THROW", "every failure is a return code and ccl_last_error's message"},
+    {"CCL_CHECK_INPLACE_ALIASING", "ccl checks in-place calls itself"},
+    {"CCL_ENTRY_MAX_UPDATE_TIME_SEC", "CCL_TIMEOUT bounds every wait"},
+    {"CCL_OP_SYNC", "CCL_TIMEOUT bounds every wait"},
+    {"CCL_STRICT_ORDER", "ccl runs calls in the order they are made"},
+    {"CCL_FRAMEWORK", "ccl needs no hint of the framework"},
+    {"CCL_BACKEND", "ccl has one backend"},
+    {"CCL_CONFIGURATION", "one ccl library: no cpu / cpu_gpu_dpcpp configurations"},
+    {"CCL_PLATFORM_INFO_HIDE", "ccl_info prints the platform"},
+};
+
+// What ccl does instead of oneCCL's `name`: by its exact name, or (`families`) by a prefix.
+const char* oneccl_instead(std::string_view name, bool families) {
+    for (const OnecclVariable& v : kOneccl) {
+        const std::string_view n = v.name;
+        const bool family = n.back() == '*';
+        if (family ? families && name.substr(0, n.size() - 1) == n.substr(0, n.size() - 1)
+                   : name == n)
+            return v.instead;
+    }
+    return nullptr;
+}
 
 // Levenshtein distance, ignoring case: how far a typo is from a name.
 size_t distance(std::string_view a, std::string_view b) {
@@ -480,7 +621,12 @@ std::vector<UnknownVariable> unknown_variables(const char* const* env) {
         const std::string_view kv = *env;
         const std::string_view name = kv.substr(0, kv.find('='));
         if (name.substr(0, 4) != "CCL_" || find_knob(name)) continue;
-        UnknownVariable u{std::string(name), nullptr};
+        // oneCCL's by name; else a typo of a knob; else one of oneCCL's families.
+        UnknownVariable u{std::string(name), nullptr, oneccl_instead(name, false)};
+        if (u.oneccl) {
+            unknown.push_back(std::move(u));
+            continue;
+        }
         // Near enough to be a typo: an edit per 4 characters after CCL_, rounded (TIMOUT, ALLREDUC,
         // TIMEUOT), not ROOT for FOO.
         size_t best = std::max<size_t>(1, (name.size() - 4 + 2) / 4) + 1;
@@ -489,12 +635,14 @@ std::vector<UnknownVariable> unknown_variables(const char* const* env) {
                 best = d;
                 u.nearest = &k;
             }
+        if (!u.nearest) u.oneccl = oneccl_instead(name, true);
         unknown.push_back(std::move(u));
     }
     return unknown;
 }
 
 std::string unknown_text(const UnknownVariable& u) {
+    if (u.oneccl) return u.name + " is oneCCL's variable: " + u.oneccl;
     return u.name + " is no ccl variable" +
            (u.nearest ? std::string(" (did you mean ") + u.nearest->name + "?)" : std::string());
 }
@@ -504,6 +652,7 @@ void warn_unknown_variables() {
     std::call_once(once, [] {
         for (const UnknownVariable& u : unknown_variables(environ))
             log().warn("{}: ignored (ccl_info lists every variable)", unknown_text(u));
+        for (const std::string& note : config().oneccl_values) log().warn("{}", note);
     });
 }
 

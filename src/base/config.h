@@ -57,6 +57,9 @@ struct Config {
     std::string node_id;                       // CCL_NODE_ID; empty = host name and boot id
     size_t fabric_pipeline_chunk = 2u << 20;   // CCL_FABRIC_PIPELINE_CHUNK
     std::optional<Launcher> process_launcher;  // CCL_PROCESS_LAUNCHER; nullopt = auto
+    // oneCCL's values of ccl's knobs, taken as ccl's nearest: what to say once (warn_unknown_
+    // variables), "CCL_ALLREDUCE=ring is oneCCL's ...".
+    std::vector<std::string> oneccl_values;
 };
 
 // One environment variable: its name, what it takes, its line of docs/env.md, and how config()
@@ -89,12 +92,15 @@ std::string knob_markdown(const Knob& k);
 struct UnknownVariable {
     std::string name;
     const Knob* nearest = nullptr;
+    const char* oneccl = nullptr;  // oneCCL's variable: what ccl does instead
 };
 // Those of `env`, an environ-shaped list ("NAME=value" strings, then nullptr).
 std::vector<UnknownVariable> unknown_variables(const char* const* env);
-// "CCL_ALLREDUC is no ccl variable (did you mean CCL_ALLREDUCE?)".
+// "CCL_ALLREDUC is no ccl variable (did you mean CCL_ALLREDUCE?)", "CCL_ATL_TRANSPORT is oneCCL's
+// variable: ccl chooses its transport itself (...)".
 std::string unknown_text(const UnknownVariable& u);
-// Logs those of this process's environment, at warn, once per process. Called where a communicator
+// Logs those of this process's environment, and the oneCCL values config() took as ccl's nearest,
+// at warn, once per process. Called where a communicator
 // is created (bindings/c), so that whoever runs the job sees a typo; cclrun, which creates none,
 // keeps quiet, and ccl_info lists them under "unknown:".
 void warn_unknown_variables();

@@ -533,10 +533,18 @@ ProcessLaunch detect_process_launch(const Getenv& getenv, const Config& cfg) {
         p.error = e;
     }
     // No launcher (a rank started by hand that may join others through ccl_comm_create), or a
-    // confused one: where the application says the rank sits, if it does.
-    if (const char* v = getenv("LOCAL_RANK")) p.local_rank = local_number("LOCAL_RANK", v, 0);
-    if (const char* v = getenv("LOCAL_WORLD_SIZE"))
-        p.local_size = local_number("LOCAL_WORLD_SIZE", v, 1);
+    // confused one: where the application says the rank sits, if it does (torchrun's names, else
+    // oneCCL's).
+    for (const char* name : {"LOCAL_RANK", "CCL_LOCAL_RANK"})
+        if (const char* v = getenv(name)) {
+            p.local_rank = local_number(name, v, 0);
+            break;
+        }
+    for (const char* name : {"LOCAL_WORLD_SIZE", "CCL_LOCAL_SIZE"})
+        if (const char* v = getenv(name)) {
+            p.local_size = local_number(name, v, 1);
+            break;
+        }
     return p;
 }
 

@@ -113,7 +113,7 @@ TEST(Config, RejectsMalformed) {
     expect_rejected("CCL_SHM_BUFFER_SIZE", "64X");
     expect_rejected("CCL_SHM_BUFFER_SIZE", "-64K");
     expect_rejected("CCL_SHM_BUFFER_SIZE", "99999999999G");
-    expect_rejected("CCL_ALLREDUCE", "ring");
+    expect_rejected("CCL_ALLREDUCE", "rsga");  // oneCCL's algorithms are taken: Config.OnecclValues
     expect_rejected("CCL_ALLREDUCE_CMA_MIN", "lots");
     expect_rejected("CCL_ALLREDUCE_CMA_MAX", "-1");
     expect_rejected("CCL_ALLGATHER_CMA_MAX", "big");
@@ -372,6 +372,65 @@ TEST(Config, UnknownVariables) {
               "CCL_ALLREDUC is no ccl variable (did you mean CCL_ALLREDUCE?)");
     EXPECT_EQ(ccl::unknown_text(u[1]), "CCL_FOOBARBAZ is no ccl variable");
     EXPECT_TRUE(ccl::unknown_variables(nullptr).empty());
+}
+
+// oneCCL's variables (docs/env.md, "oneCCL's variables"): each is taken with one warning saying
+// what ccl does instead, by its name before any typo guess (CCL_KVS_MODE is no CCL_KVS_PORT), by
+// its family after one (CCL_ALLGATHER_CMA_MX is a typo, CCL_ALLGATHERV_SCALEOUT oneCCL's).
+TEST(Config, OnecclVariables) {
+    const char* env[] = {"CCL_ATL_TRANSPORT=ofi",
+                         "CCL_KVS_MODE=pmi",
+                         "CCL_MNIC=global",
+                         "CCL_ALLGATHERV_SCALEOUT=x",
+                         "CCL_ALLGATHER_CMA_MX=1",
+                         "CCL_SYCL_ESIMD=1",
+                         "CCL_ZE_CACHE=1",
+                         "CCL_WORKER_COUNT=2",
+                         nullptr};
+    const std::vector<ccl::UnknownVariable> u = ccl::unknown_variables(env);
+    ASSERT_EQ(u.size(), 7u);
+    for (size_t i : {0, 1, 2, 3, 5, 6}) {
+        SCOPED_TRACE(u[i].name);
+        EXPECT_TRUE(u[i].oneccl);
+        EXPECT_FALSE(u[i].nearest);
+        EXPECT_EQ(ccl::unknown_text(u[i]).rfind(u[i].name + " is oneCCL's variable: ", 0), 0u);
+    }
+    EXPECT_NE(ccl::unknown_text(u[0]).find("libfabric"), std::string::npos)
+        << ccl::unknown_text(u[0]);
+    EXPECT_EQ(u[4].name, "CCL_ALLGATHER_CMA_MX");
+    EXPECT_STREQ(u[4].nearest ? u[4].nearest->name : "", "CCL_ALLGATHER_CMA_MAX");
+    EXPECT_FALSE(u[4].oneccl);
+}
+
+// oneCCL's values of the knobs both have: never an error, ccl's nearest choice and a note.
+TEST(Config, OnecclValues) {
+    for (const char* v :
+         {"ring", "rabenseifner", "direct:0-8192;ring:8193-max", "2d:0-max", "double_tree;ring"}) {
+        SCOPED_TRACE(v);
+        const ccl::Config c = parse({{"CCL_ALLREDUCE", v}});
+        EXPECT_EQ(c.allreduce_algo, "auto");
+        ASSERT_EQ(c.oneccl_values.size(), 1u);
+        EXPECT_NE(c.oneccl_values[0].find("oneCCL's"), std::string::npos);
+    }
+    EXPECT_EQ(parse({{"CCL_ALLREDUCE", "direct"}}).allreduce_algo, "direct");  // ccl's own
+    EXPECT_TRUE(parse({{"CCL_ALLREDUCE", "direct"}}).oneccl_values.empty());
+    for (const char* v : {"rign", "ring:1", "ring:1-x", "ring;", "ring:1-2;bogus"})
+        expect_rejected("CCL_ALLREDUCE", v);
+    const ccl::Config pmix = parse({{"CCL_PROCESS_LAUNCHER", "pmix"}});
+    EXPECT_FALSE(pmix.process_launcher);
+    ASSERT_EQ(pmix.oneccl_values.size(), 1u);
+    EXPECT_EQ(parse({{"CCL_PROCESS_LAUNCHER", "torchrun"}}).process_launcher,
+              ccl::Launcher::torchrun);
+}
+
+// oneCCL's CCL_LOCAL_RANK and CCL_LOCAL_SIZE place a rank no launcher places; torchrun's names
+// first.
+TEST(Config, OnecclLocalRank) {
+    ccl::kvs::ProcessLaunch p = launched({{"CCL_LOCAL_RANK", "2"}, {"CCL_LOCAL_SIZE", "4"}});
+    EXPECT_EQ(p.local_rank, 2);
+    EXPECT_EQ(p.local_size, 4);
+    p = launched({{"CCL_LOCAL_RANK", "2"}, {"LOCAL_RANK", "1"}, {"CCL_LOCAL_SIZE", "4"}});
+    EXPECT_EQ(p.local_rank, 1);
 }
 
 }  // namespace

@@ -180,7 +180,8 @@ CCL_API ccl_result_t ccl_comm_create(int size, int rank, ccl_kvs_t kvs, ccl_comm
  * MPICH's Hydra (PMI-1), Open MPI (PMIx), torchrun (rank 0 serves the KVS at MASTER_PORT + 1, or
  * CCL_KVS_PORT) or Slurm's srun (PMI-2 / PMIx); CCL_PROCESS_LAUNCHER forces one. With none of
  * their variables the process is a job of one rank (MPI's singleton). Partial or conflicting
- * launcher variables fail with CCL_ERROR_INVALID_USAGE naming them. See docs/launching.md. The first call in a process sets up the job's KVS; later calls reuse it.
+ * launcher variables fail with CCL_ERROR_INVALID_USAGE naming them. See docs/launching.md. The
+ * first call in a process sets up the job's KVS; later calls reuse it.
  */
 CCL_API ccl_result_t ccl_comm_create_from_env(ccl_comm_t* comm);
 CCL_API ccl_result_t ccl_comm_rank(ccl_comm_t comm, int* rank);

@@ -483,17 +483,29 @@ constexpr Knob kKnobs[] = {
 
 // oneCCL's variables that ccl has no knob of: a name, or a family's prefix ending in '*', and what
 // ccl does instead (docs/env.md, "oneCCL's variables"). The first that matches says.
+// What ccl does instead, where several of oneCCL's variables get the same answer.
+constexpr const char* kOwnTransport =
+    "ccl chooses its transport itself: shared memory within a node, libfabric across "
+    "(FI_PROVIDER picks the provider; docs/multinode.md)";
+constexpr const char* kOwnAlgorithms = "ccl chooses its algorithms itself (docs/tuning.md)";
+constexpr const char* kOwnPieces =
+    "ccl chooses its algorithms and their pieces itself (docs/tuning.md)";
+constexpr const char* kOwnWaits = "waits spin for CCL_POLL_TIME_US, then sleep";
+constexpr const char* kInOrder = "ccl runs calls in the order they are made";
+constexpr const char* kOwnChunks =
+    "ccl cuts messages by CCL_SHM_BUFFER_SIZE and CCL_FABRIC_PIPELINE_CHUNK";
+constexpr const char* kLevelZero = "device buffers go through Level Zero (CCL_ZE_ENABLE)";
+constexpr const char* kNoSycl =
+    "no SYCL: device buffers go through Level Zero (CCL_ZE_ENABLE; docs/xpu.md)";
+constexpr const char* kLogInfo = "no dumps or ITT hooks: CCL_LOG_LEVEL=info logs each choice";
+constexpr const char* kTimeout = "CCL_TIMEOUT bounds every wait";
 struct OnecclVariable {
     const char* name;
     const char* instead;
 };
 constexpr OnecclVariable kOneccl[] = {
-    {"CCL_ATL_TRANSPORT",
-     "ccl chooses its transport itself: shared memory within a node, libfabric "
-     "across (FI_PROVIDER picks the provider; docs/multinode.md)"},
-    {"CCL_ATL_*",
-     "ccl chooses its transport itself: shared memory within a node, libfabric across "
-     "(FI_PROVIDER picks the provider; docs/multinode.md)"},
+    {"CCL_ATL_TRANSPORT", kOwnTransport},
+    {"CCL_ATL_*", kOwnTransport},
     {"CCL_KVS_MODE", "ccl finds the launcher and its way to the KVS itself (docs/launching.md)"},
     {"CCL_KVS_MPI_ALLGATHER", "ccl's KVS needs no MPI"},
     {"CCL_KVS_USE_MPI_RANKS", "ccl takes the ranks from the launcher (docs/launching.md)"},
@@ -506,54 +518,53 @@ constexpr OnecclVariable kOneccl[] = {
     {"CCL_WORKER_OFFLOAD",
      "the calling thread runs blocking calls; progress workers "
      "(CCL_WORKER_COUNT) run nonblocking ones"},
-    {"CCL_WORKER_WAIT", "waits spin for CCL_POLL_TIME_US, then sleep"},
+    {"CCL_WORKER_WAIT", kOwnWaits},
     {"CCL_WORKER_MEM_AFFINITY", "ccl's buffers are allocated where the rank runs"},
-    {"CCL_YIELD", "waits spin for CCL_POLL_TIME_US, then sleep"},
-    {"CCL_SPIN_COUNT", "waits spin for CCL_POLL_TIME_US, then sleep"},
+    {"CCL_YIELD", kOwnWaits},
+    {"CCL_SPIN_COUNT", kOwnWaits},
     {"CCL_FUSION*", "ccl fuses allreduces within a group (ccl_group_start / ccl_group_end)"},
-    {"CCL_PRIORITY", "ccl runs calls in the order they are made"},
-    {"CCL_UNORDERED_COLL", "ccl runs calls in the order they are made"},
+    {"CCL_PRIORITY", kInOrder},
+    {"CCL_UNORDERED_COLL", kInOrder},
     {"CCL_ENABLE_AUTO_CACHE", "ccl caches a call's schedule under its match_id (to_cache)"},
     {"CCL_CACHE_*", "ccl caches a call's schedule under its match_id; CCL_CACHE_SIZE bounds them"},
     {"CCL_BUFFER_CACHE", "ccl keeps no user buffers"},
-    {"CCL_ALGO_FALLBACK", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_ALLGATHER*", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_ALLTOALL*", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_BARRIER*", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_BCAST*", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_BROADCAST*", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_ALGO_FALLBACK", kOwnAlgorithms},
+    {"CCL_ALLGATHER*", kOwnAlgorithms},
+    {"CCL_ALLTOALL*", kOwnAlgorithms},
+    {"CCL_BARRIER*", kOwnAlgorithms},
+    {"CCL_BCAST*", kOwnAlgorithms},
+    {"CCL_BROADCAST*", kOwnAlgorithms},
     {"CCL_REDUCE*",
      "ccl chooses its algorithms itself (CCL_ALLREDUCE covers reduce; docs/tuning.md)"},
-    {"CCL_RECV", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_SEND", "ccl chooses its algorithms itself (docs/tuning.md)"},
-    {"CCL_ALLREDUCE_*", "ccl chooses its algorithms and their pieces itself (docs/tuning.md)"},
-    {"CCL_RS_*", "ccl chooses its algorithms and their pieces itself (docs/tuning.md)"},
-    {"CCL_DTREE_*", "ccl chooses its algorithms and their pieces itself (docs/tuning.md)"},
-    {"CCL_CHUNK_COUNT", "ccl cuts messages by CCL_SHM_BUFFER_SIZE and CCL_FABRIC_PIPELINE_CHUNK"},
-    {"CCL_MIN_CHUNK_SIZE",
-     "ccl cuts messages by CCL_SHM_BUFFER_SIZE and CCL_FABRIC_PIPELINE_CHUNK"},
-    {"CCL_MAX_SHORT_SIZE", "ccl chooses its algorithms itself (docs/tuning.md)"},
+    {"CCL_RECV", kOwnAlgorithms},
+    {"CCL_SEND", kOwnAlgorithms},
+    {"CCL_ALLREDUCE_*", kOwnPieces},
+    {"CCL_RS_*", kOwnPieces},
+    {"CCL_DTREE_*", kOwnPieces},
+    {"CCL_CHUNK_COUNT", kOwnChunks},
+    {"CCL_MIN_CHUNK_SIZE", kOwnChunks},
+    {"CCL_MAX_SHORT_SIZE", kOwnAlgorithms},
     {"CCL_TOPO_*", "ccl reads the node's topology itself"},
-    {"CCL_SYCL_*", "no SYCL: device buffers go through Level Zero (CCL_ZE_ENABLE; docs/xpu.md)"},
-    {"CCL_ENABLE_SYCL_KERNELS", "no SYCL: device buffers go through Level Zero (CCL_ZE_ENABLE)"},
+    {"CCL_SYCL_*", kNoSycl},
+    {"CCL_ENABLE_SYCL_KERNELS", kNoSycl},
     {"CCL_KERNEL_*", "no SYCL kernels: device buffers go through Level Zero (CCL_ZE_ENABLE)"},
     {"CCL_ZE_*",
      "ccl's Level Zero path has no such setting (CCL_ZE_ENABLE, CCL_ZE_IPC, "
      "CCL_ZE_PIPELINE_CHUNK are its knobs)"},
-    {"CCL_USE_HMEM", "device buffers go through Level Zero (CCL_ZE_ENABLE)"},
-    {"CCL_STAGING_BUFFER", "device buffers go through Level Zero (CCL_ZE_ENABLE)"},
+    {"CCL_USE_HMEM", kLevelZero},
+    {"CCL_STAGING_BUFFER", kLevelZero},
     {"CCL_DRMFD_*", "device buffers go through Level Zero's IPC (CCL_ZE_IPC)"},
     {"CCL_BF16", "bfloat16 reductions use the widest kernels the cpu has, chosen at run time"},
     {"CCL_FP16", "float16 reductions use the widest kernels the cpu has, chosen at run time"},
-    {"CCL_ITT_LEVEL", "no ITT hooks: CCL_LOG_LEVEL=info logs each choice"},
-    {"CCL_SCHED_*", "no schedule dumps: CCL_LOG_LEVEL=info logs each choice"},
-    {"CCL_QUEUE_DUMP", "no queue dumps: CCL_LOG_LEVEL=info logs each choice"},
+    {"CCL_ITT_LEVEL", kLogInfo},
+    {"CCL_SCHED_*", kLogInfo},
+    {"CCL_QUEUE_DUMP", kLogInfo},
     {"CCL_DEBUG_TIMESTAMPS_LEVEL", "ccl_bench times collectives"},
     {"CCL_ABORT_ON_THROW", "every failure is a return code and ccl_last_error's message"},
     {"CCL_CHECK_INPLACE_ALIASING", "ccl checks in-place calls itself"},
-    {"CCL_ENTRY_MAX_UPDATE_TIME_SEC", "CCL_TIMEOUT bounds every wait"},
-    {"CCL_OP_SYNC", "CCL_TIMEOUT bounds every wait"},
-    {"CCL_STRICT_ORDER", "ccl runs calls in the order they are made"},
+    {"CCL_ENTRY_MAX_UPDATE_TIME_SEC", kTimeout},
+    {"CCL_OP_SYNC", kTimeout},
+    {"CCL_STRICT_ORDER", kInOrder},
     {"CCL_FRAMEWORK", "ccl needs no hint of the framework"},
     {"CCL_BACKEND", "ccl has one backend"},
     {"CCL_CONFIGURATION", "one ccl library: no cpu / cpu_gpu_dpcpp configurations"},

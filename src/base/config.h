@@ -57,8 +57,8 @@ struct Config {
     std::string node_id;                       // CCL_NODE_ID; empty = host name and boot id
     size_t fabric_pipeline_chunk = 2u << 20;   // CCL_FABRIC_PIPELINE_CHUNK
     std::optional<Launcher> process_launcher;  // CCL_PROCESS_LAUNCHER; nullopt = auto
-    // oneCCL's values of ccl's knobs, taken as ccl's nearest: what to say once (warn_unknown_
-    // variables), "CCL_ALLREDUCE=ring is oneCCL's ...".
+    // oneCCL's values of ccl's knobs, taken as ccl's nearest: what warn_unknown_variables says
+    // once ("CCL_ALLREDUCE=ring is oneCCL's choice: ...").
     std::vector<std::string> oneccl_values;
 };
 
@@ -100,9 +100,9 @@ std::vector<UnknownVariable> unknown_variables(const char* const* env);
 // variable: ccl chooses its transport itself (...)".
 std::string unknown_text(const UnknownVariable& u);
 // Logs those of this process's environment, and the oneCCL values config() took as ccl's nearest,
-// at warn, once per process. Called where a communicator
-// is created (bindings/c), so that whoever runs the job sees a typo; cclrun, which creates none,
-// keeps quiet, and ccl_info lists them under "unknown:".
+// at warn, once per process. Called where a communicator is created (bindings/c), so that whoever
+// runs the job sees a typo; cclrun, which creates none, keeps quiet, and ccl_info lists them under
+// "unknown:".
 void warn_unknown_variables();
 
 // The configuration, parsed on first use. Throws ccl::Error (CCL_ERROR_INVALID_ARGUMENT) naming the

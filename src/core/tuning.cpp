@@ -114,9 +114,11 @@ std::string describe(const Probe& p, const SingleCopy& s) {
     why += "; a byte through the kernel took " + std::to_string(byte / 100) + "." +
            std::to_string(byte / 10 % 10) + "x memcpy's";
     if (s.dear) why += ", dear";
-    const std::string reductions = s.byte_pays ? "allreduces, reduce-scatters and reduces"
-                                   : s.reduces ? "reduces"
-                                               : "none";
+    // As reduces_single_copy chooses with no bound given.
+    const std::string reductions = s.threaded    ? "none (every rank has a team)"
+                                   : s.byte_pays ? "allreduces, reduce-scatters and reduces"
+                                   : s.reduces   ? "reduces"
+                                                 : "none";
     return "single copy for blocks from " + kib(s.min) + " (" + why + ")" +
            (s.p2p_min != s.min ? "; sends from " + kib(s.p2p_min) + " (more ranks than cpus)"
                                : std::string()) +

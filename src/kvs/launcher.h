@@ -48,8 +48,8 @@ struct LaunchSettings {
 
 using Getenv = std::function<const char*(const char*)>;
 
-// Decides from the variables that `getenv` returns. Throws ccl::Error:
-// No launcher's variables at all make a job of one rank (AddressVia::alone). Throws ccl::Error:
+// Decides from the variables that `getenv` returns; none of any launcher's make a job of one rank
+// (AddressVia::alone). Throws ccl::Error:
 //   CCL_ERROR_INVALID_USAGE     a launcher's variables only in part, a Slurm batch script,
 //                               two launchers' variables disagreeing, a forced launcher whose
 //                               variables are missing, a launcher with no way to share the address

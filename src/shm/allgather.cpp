@@ -101,13 +101,16 @@ Task allgatherv(Arena& arena, Signature sig, const void* send, void* recv,
             if (r != me)
                 check_count(arena, r, arena.peer_part(r), offset[size_t(r) + 1] - offset[size_t(r)],
                             esize);
+        PerRank<Copy> theirs(n);
+        size_t k = 0;
         for (int i = 1; i < n; ++i) {  // from the next rank on, so that ranks read different peers
             const int r = (me + i) % n;
             const size_t bytes = offset[size_t(r) + 1] - offset[size_t(r)];
-            if (off >= bytes) continue;
-            copy_wide(out + offset[size_t(r)] + off, arena.peer_buffer(r),
-                      std::min(step, bytes - off), stream);
+            if (off < bytes)
+                theirs[k++] = {out + offset[size_t(r)] + off, arena.peer_buffer(r),
+                               std::min(step, bytes - off)};
         }
+        copy_wide(theirs.data(), k, stream);
         arena.done();
     }
 }

@@ -17,6 +17,20 @@ namespace {
 // Elements per chunk: a whole buffer's worth.
 size_t chunk_elems(const Arena& arena, size_t esize) { return arena.buffer_size() / esize; }
 
+// A reduction into `out`, then a copy of it to `copy_to`, both split over the team in the same
+// parts: each part's copy reads what its own thread has just written.
+void reduce_and_copy(void* out, void* copy_to, const void* const* srcs, int n, size_t count,
+                     ccl_datatype_t dtype, ccl_reduction_t op, bool stream) {
+    const size_t esize = dtype_size(dtype);
+    team_for(count, esize, 64 / esize, [&](size_t b, size_t e) {
+        PerRank<const void*> part(n);
+        for (int i = 0; i < n; ++i) part[i] = static_cast<const char*>(srcs[i]) + b * esize;
+        char* to = static_cast<char*>(out) + b * esize;
+        reduce(to, part.data(), n, e - b, dtype, op, n);
+        copy_out(static_cast<char*>(copy_to) + b * esize, to, (e - b) * esize, stream);
+    });
+}
+
 }  // namespace
 
 void allreduce_eager(Arena& arena, Signature sig, const void* send, void* recv, size_t count,
@@ -107,7 +121,7 @@ Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, s
                     ccl_datatype_t dtype, ccl_reduction_t op) {
     const int n = arena.nranks(), me = arena.rank();
     const size_t esize = dtype_size(dtype), chunk = chunk_elems(arena, esize);
-    const bool stream = count * esize >= kStreamMinBytes;
+    const bool stream = streams_result((send == recv ? 1 : 2) * count * esize, n);
     PerRank<const void*> srcs(n);
     for (size_t off = 0; off < count; off += chunk) {
         size_t c = std::min(chunk, count - off);
@@ -122,22 +136,25 @@ Task allreduce_rsag(Arena& arena, Signature sig, const void* send, void* recv, s
         co_await arena.buffer_free(1);
         char* reduced = static_cast<char*>(arena.own_buffer(1)) + lo * esize;
         point_at_buffers(arena, lo * esize, in + lo * esize, srcs);
-        reduce_wide(reduced, srcs.data(), n, hi - lo, dtype, op, n);
-        // My own slice out now, while it is in my cache and before the peers read it.
-        copy_wide(static_cast<char*>(recv) + (off + lo) * esize, reduced, (hi - lo) * esize,
-                  stream);
+        char* own_out = static_cast<char*>(recv) + (off + lo) * esize;
+        // My own slice out now, each part by the thread that reduced it, from its cache, before
+        // the peers read it.
+        reduce_and_copy(reduced, own_out, srcs.data(), n, hi - lo, dtype, op, stream);
         arena.done();
         // Round 2: every other reduced slice out.
         arena.begin_round(sig);
         arena.ready();
         co_await arena.all_ready();
+        PerRank<Copy> theirs(n);
+        size_t k = 0;
         for (int r = 0; r < n; ++r) {
             if (r == me) continue;
             auto [b, e] = slice(c, esize, r, n);
-            copy_wide(static_cast<char*>(recv) + (off + b) * esize,
-                      static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize,
-                      stream);
+            theirs[k++] =
+                Copy{static_cast<char*>(recv) + (off + b) * esize,
+                     static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize};
         }
+        copy_wide(theirs.data(), k, stream);
         arena.done();
     }
 }

@@ -193,9 +193,10 @@ inline std::pair<size_t, size_t> slice(size_t n, size_t esize, int r, int nranks
 inline void copy_peer_slices(void* buf, const void* chunk, size_t c, size_t esize, int me,
                              int nranks) {
     const auto [lo, hi] = slice(c, esize, me, nranks);
-    copy_wide(buf, chunk, lo * esize);
-    copy_wide(static_cast<char*>(buf) + hi * esize, static_cast<const char*>(chunk) + hi * esize,
-              (c - hi) * esize);
+    const Copy around[2] = {{buf, chunk, lo * esize},
+                            {static_cast<char*>(buf) + hi * esize,
+                             static_cast<const char*>(chunk) + hi * esize, (c - hi) * esize}};
+    copy_wide(around, 2);
 }
 
 }  // namespace ccl::shm

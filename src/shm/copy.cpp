@@ -4,6 +4,7 @@
 #include <emmintrin.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,15 @@ size_t cache_piece_bytes() {
 // same copies found 1-4 MiB alike either way (docs/performance-history.md, session 35).
 bool stream_own_block(size_t block, size_t output) {
     return output >= kStreamMinBytes || block >= cache_piece_bytes();
+}
+
+bool streams_result(size_t touched, int ranks) {
+    static const size_t l3 = [] {
+        const long b = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        return b > 0 ? size_t(b) : 0;
+    }();
+    const bool large = touched >= 2 * kStreamMinBytes;
+    return l3 == 0 ? large : large && touched * size_t(std::max(ranks, 1)) > l3 / 2;
 }
 
 namespace {
@@ -121,6 +131,26 @@ void copy_out(void* dst, const void* src, size_t n, bool stream) {
 void copy_wide(void* dst, const void* src, size_t n, bool stream) {
     team_for(n, 1, 64, [&](size_t b, size_t e) {
         copy_out(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, e - b, stream);
+    });
+}
+
+void copy_wide(const Copy* copies, size_t count, bool stream) {
+    size_t total = 0;
+    for (size_t i = 0; i < count; ++i) total += copies[i].n;
+    if (team_parts(total) < 2) {
+        for (size_t i = 0; i < count; ++i)
+            copy_out(copies[i].dst, copies[i].src, copies[i].n, stream);
+        return;
+    }
+    // Part [b, e) of the bytes of all copies in a row: the pieces of the copies it overlaps.
+    team_for(total, 1, 64, [&](size_t b, size_t e) {
+        size_t at = 0;
+        for (size_t i = 0; i < count && at < e; at += copies[i].n, ++i) {
+            const size_t lo = std::max(b, at), hi = std::min(e, at + copies[i].n);
+            if (lo < hi)
+                copy_out(static_cast<char*>(copies[i].dst) + (lo - at),
+                         static_cast<const char*>(copies[i].src) + (lo - at), hi - lo, stream);
+        }
     });
 }
 

@@ -8,6 +8,15 @@ namespace ccl::shm {
 // Messages at least this large are copied out with non-temporal stores (see copy_out).
 inline constexpr size_t kStreamMinBytes = size_t(8) << 20;
 
+// Whether a reduction's copies out to the caller stream, from what the call touches of the
+// caller's memory on each of the node's `ranks` (input and output; once where in place): from
+// what kStreamMinBytes of output out of place touches, and only where that, over all ranks, would
+// not stay in half the L3 anyway. Else the next call's input (in place: the very lines just
+// streamed out) and whoever reads the result read them back from memory: 2 ranks of 8 cpus,
+// 16 MiB in place took 1097 us streamed against 782 out of place (docs/tuning.md, "Constants of
+// the data path").
+bool streams_result(size_t touched, int ranks);
+
 // memcpy (rep movsb from the L2 size on AMD, where glibc would not), or with `stream` a copy whose
 // stores bypass the caches: a message far larger than the caches is not read back from them anyway,
 // and a normal store first reads each destination line (read for ownership), a third of a copy's
@@ -16,6 +25,16 @@ void copy_out(void* dst, const void* src, size_t n, bool stream);
 // copy_out split over the rank's team (base/team.h) where it is large enough, at cache-line
 // multiples: the form the data path calls for its copies in and out of the arena.
 void copy_wide(void* dst, const void* src, size_t n, bool stream = false);
+
+// One copy of several (a block from each peer, the pieces around a rank's own slice).
+struct Copy {
+    void* dst;
+    const void* src;
+    size_t n;
+};
+// The copies as one job for the team, cut over their bytes together: one start and one join for
+// all of them rather than one each (a job's join waits for its slowest part).
+void copy_wide(const Copy* copies, size_t count, bool stream = false);
 
 // Whether a rank's own block of an exchange (allgather, all-to-all), copied from its input to its
 // output beside the transfers, streams: where the whole output is kStreamMinBytes or more, or where

@@ -114,12 +114,16 @@ Task reduce_split(Arena& arena, Signature sig, const void* send, void* recv, siz
         }
         arena.ready();
         co_await arena.all_ready();
+        PerRank<Copy> theirs(n);
+        size_t k = 0;
         for (int r = 0; r < n; ++r) {
             if (r == root) continue;
             auto [b, e] = slice(c, esize, r, n);
-            copy_wide(static_cast<char*>(recv) + (off + b) * esize,
-                      static_cast<const char*>(arena.peer_buffer(r)) + b * esize, (e - b) * esize);
+            theirs[k++] = {static_cast<char*>(recv) + (off + b) * esize,
+                           static_cast<const char*>(arena.peer_buffer(r)) + b * esize,
+                           (e - b) * esize};
         }
+        copy_wide(theirs.data(), k);
         arena.done();
     }
 }

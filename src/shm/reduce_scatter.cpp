@@ -27,10 +27,13 @@ Task reduce_scatter(Arena& arena, Signature sig, const void* send, void* recv, s
         co_await arena.buffer_free();
         char* buf = static_cast<char*>(arena.own_buffer());
         // Peers read my pieces of their blocks; my own block I reduce from `send` directly.
+        PerRank<Copy> blocks(n);
+        size_t k = 0;
         for (int r = 0; r < n; ++r)
             if (r != me)
-                copy_wide(buf + size_t(r) * piece * esize, in + (size_t(r) * count + off) * esize,
-                          c * esize);
+                blocks[k++] = {buf + size_t(r) * piece * esize,
+                               in + (size_t(r) * count + off) * esize, c * esize};
+        copy_wide(blocks.data(), k);
         arena.ready();
         co_await arena.all_ready();
         point_at_buffers(arena, size_t(me) * piece * esize, in + (size_t(me) * count + off) * esize,

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libhwloc-dev libnuma-dev libspdlog-dev libfmt-dev libfabric-dev libze-dev libgtest-dev
+  libhwloc-dev libspdlog-dev libfmt-dev libfabric-dev libze-dev libgtest-dev
   # OpenSSL's libcrypto: HMAC-SHA-256 for the KVS handshake (src/kvs/secret.cpp)
   libssl-dev
   procps util-linux
@@ -17,6 +17,8 @@ packages=(
   libmpich-dev libopenmpi-dev
   # the PyTorch backend (bindings/torch) is built and tested against Debian's torch
   python3-torch libtorch-dev python3-setuptools python3-dev pybind11-dev
+  # the plots of tools/plot_bench.py and tools/sweep.sh
+  python3-matplotlib
   # the libFuzzer target of the KVS protocol (tests/fuzz): clang, and its fuzzer runtime, which
   # clang only recommends (and --no-install-recommends skips)
   clang libclang-rt-dev

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plots benchmark CSVs: busbw against size and time against size, log-log, in one PNG.
 
 Reads the CSV files of ccl_bench (--csv) and of the peer benchmarks (bench/peers), which share the
@@ -54,8 +54,9 @@ def import_pyplot():
     try:
         import matplotlib
     except ImportError:
-        sys.exit("plot_bench: needs matplotlib: install the Debian package python3-matplotlib "
-                 "(apt-get install python3-matplotlib)")
+        sys.exit(f"plot_bench: {sys.executable} cannot import matplotlib: install the Debian "
+                 "package python3-matplotlib (apt-get install python3-matplotlib, or "
+                 "tools/install-deps.sh) and run this with /usr/bin/python3")
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter

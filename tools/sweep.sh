@@ -34,12 +34,12 @@ for n in $ranks; do
     tail -n +2 "$out/ccl-$n.csv" >> "$out/ccl.csv"
     tail -n +2 "$out/openmpi-$n.csv" >> "$out/openmpi.csv"
 done
-if python3 -c "import matplotlib" 2>/dev/null; then
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
     for c in ${colls//,/ }; do
         [ "$c" = barrier ] && continue
-        python3 "$repo/tools/plot_bench.py" "$out/ccl.csv" "$out/openmpi.csv" -l ccl \
+        /usr/bin/python3 "$repo/tools/plot_bench.py" "$out/ccl.csv" "$out/openmpi.csv" -l ccl \
             -l "Open MPI" -c "$c" -o "$out/$c.png" --title "$c, float32: ccl against Open MPI"
     done
 else
-    echo "sweep: no matplotlib here: plot elsewhere with tools/plot_bench.py $out/ccl.csv $out/openmpi.csv"
+    echo "sweep: /usr/bin/python3 has no matplotlib (apt-get install python3-matplotlib): plot elsewhere with tools/plot_bench.py $out/ccl.csv $out/openmpi.csv"
 fi

@@ -31,4 +31,9 @@ libdir=$(ls -d "$work"/prefix/lib*/pkgconfig | head -n 1)
 export PKG_CONFIG_PATH=$libdir
 cc "$work/app/main.c" $(pkg-config --cflags --libs ccl) -o "$work/consumer-pc"
 LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer-pc"
-echo "ok: find_package(ccl) and pkg-config ccl both work"
+# The installed tools run from a prefix that is not a system one, with no LD_LIBRARY_PATH.
+env -u LD_LIBRARY_PATH "$work/prefix/bin/ccl_info" >/dev/null
+env -u LD_LIBRARY_PATH CCL_TIMEOUT=60 timeout 120 "$work/prefix/bin/cclrun" -n 2 -- \
+    "$work/prefix/bin/ccl_bench" -c allreduce -s 8 -n 5 >/dev/null
+echo "ok: find_package(ccl) and pkg-config ccl both work; the installed ccl_info and ccl_bench run"
+

@@ -3,7 +3,11 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <string>
 #include <type_traits>
 
 #include "base/config.h"
@@ -26,13 +30,21 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
     return spdlog::level::off;
 }
 
+std::atomic<int> job_rank{-1};
+
 spdlog::logger& sink() {
     // Never destroyed: communicators the application left open are destroyed by exit handlers,
     // possibly after this function's statics would be, and they may still log.
     static spdlog::logger* logger = [] {
         auto* l =
             &immortal<spdlog::logger>("ccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-        l->set_pattern("[ccl %L %P] %v");
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        std::string name;  // as a pattern: its % doubled
+        for (const char* c = host; *c; ++c)
+            name += *c == '%' ? std::string("%%") : std::string(1, *c);
+        // emit() closes the bracket, with the rank where there is one.
+        l->set_pattern("[ccl %L %P " + name + " %H:%M:%S.%e%v");
         l->set_level(spdlog::level::trace);  // Logger::enabled has already filtered
         return l;
     }();
@@ -73,7 +85,13 @@ void Logger::emit(LogLevel level, std::string_view format,
             line += format[i];
         }
     }
-    sink().log(to_spdlog(level), "{}", line);
+    const int rank = job_rank.load(std::memory_order_relaxed);
+    sink().log(to_spdlog(level), "{}] {}", rank >= 0 ? " rank " + std::to_string(rank) : "", line);
+}
+
+void log_rank(int rank) {
+    int unset = -1;
+    job_rank.compare_exchange_strong(unset, rank, std::memory_order_relaxed);
 }
 
 // Trivially destructible, so never destroyed: calls made while the process exits log too.

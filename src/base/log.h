@@ -72,7 +72,12 @@ private:
     LogLevel level_;
 };
 
-// The library's logger, created on first use at the configured level.
+// The library's logger, created on first use at the configured level. Its lines start with
+// "[ccl L pid host hh:mm:ss.mmm rank R]": the level's letter, where and when, and the job rank of
+// the process's first communicator (absent before there is one).
 Logger& log();
+// Sets the rank the lines name, once: later calls keep the first (a process's first communicator
+// is its job's, and groups made later have ranks of their own).
+void log_rank(int rank);
 
 }  // namespace ccl

@@ -27,6 +27,7 @@ Communicator::Communicator(int size, int rank, kvs::Client& kvs)
 
 Communicator::Communicator(int size, int rank, Bootstrap& boot, bool bind)
     : id_(next_comm_id++), size_(size), rank_(rank), config_(ccl::config()) {
+    if (bind) log_rank(rank);  // a job's communicator, not one split from another
     topo_ = Topology(boot.allgather(node_record(config_)), rank);
     // Before the workers start and the arena is mapped, so that both land on the rank's cpus.
     if (bind && config_.bind)

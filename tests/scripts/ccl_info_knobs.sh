@@ -49,7 +49,7 @@ err=$(env CCL_ALLREDUC=ring "$cclrun" -n 2 -- "$test_c_api" 2>&1 >/dev/null)
 rc=$?
 # The ranks warn, each once, as they create their communicators; cclrun, which creates none, not.
 warned=$(grep -c 'CCL_ALLREDUC is no ccl variable (did you mean CCL_ALLREDUCE?)' <<<"$err")
-pids=$(grep -o '^\[ccl W [0-9]*\]' <<<"$err" | sort -u | wc -l)
+pids=$(grep -o '^\[ccl W [0-9]* ' <<<"$err" | sort -u | wc -l)
 if [[ $rc == 0 && $warned == 2 && $pids == 2 ]]; then ok "each rank warns once"; else
     fail "each rank warns once" "rc=$rc, $warned warnings from $pids processes" "stderr: $err"
 fi

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <regex>
 #include <string>
 
 #include "base/log.h"
@@ -31,4 +33,23 @@ TEST(Log, LevelNamesAreTheOnesCclLogLevelTakes) {
     EXPECT_STREQ(ccl::log_level_name(LogLevel::warn), "warn");
     EXPECT_STREQ(ccl::log_level_name(LogLevel::error), "error");
     EXPECT_STREQ(ccl::log_level_name(LogLevel::trace), "trace");
+}
+
+// Lines say where and when (pid, host, time of day) and, once a communicator has set it, the
+// job rank: the first rank set stays.
+TEST(Log, LinesNameProcessHostTimeAndTheFirstRankSet) {
+    ccl::Logger l(LogLevel::info);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    testing::internal::CaptureStderr();
+    l.info("before");
+    ccl::log_rank(3);
+    ccl::log_rank(5);
+    l.info("after");
+    std::string out = testing::internal::GetCapturedStderr();
+    const std::regex line(std::string(R"(\[ccl I )") + std::to_string(getpid()) + " " + host +
+                          R"( \d\d:\d\d:\d\d\.\d\d\d( rank 3)?\] (before|after))");
+    EXPECT_TRUE(std::regex_search(out, line)) << out;
+    EXPECT_NE(out.find(" rank 3] after"), std::string::npos) << out;
+    EXPECT_EQ(out.find("rank 5"), std::string::npos) << out;
 }

@@ -30,9 +30,12 @@ void set(const char* fn, const std::string& message) {
 
 ccl_result_t fail(const char* fn, ccl_result_t code, const std::string& message) {
     set(fn, message);
-    // Argument errors are the caller's to handle; the rest deserve a line even if nobody checks.
-    if (code == CCL_ERROR_INVALID_ARGUMENT || code == CCL_ERROR_INVALID_USAGE ||
-        code == CCL_ERROR_UNSUPPORTED)
+    // Argument errors are the caller's to handle; the rest deserve a line even if nobody checks,
+    // and so does a collective mismatch, a usage error of the whole job that breaks the
+    // communicator on every rank (its message says which values differed, on which rank).
+    const bool mismatch = message.rfind("collective mismatch", 0) == 0;
+    if (!mismatch && (code == CCL_ERROR_INVALID_ARGUMENT || code == CCL_ERROR_INVALID_USAGE ||
+                      code == CCL_ERROR_UNSUPPORTED))
         log().debug("{}: {}", fn, message);
     else
         log().error("{}: {}", fn, message);

@@ -92,6 +92,8 @@ struct Row {
     bool in_place;
     double time_us, algbw_gbps, busbw_gbps;
     int64_t wrong;  // summed over ranks; -1 when not checked (empty in CSV, null in JSON)
+    int iters;      // timed calls per rank
+    double min_us;  // the fastest rank's average (time_us: the slowest's)
 };
 
 // "64 MiB", "8 B".

@@ -10,13 +10,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench.h"
@@ -39,6 +42,50 @@ void check(ccl_result_t r, const char* what) {
     std::exit(1);
 }
 
+// A line on stderr every 10 s once a run has taken that long, from a thread of its own, so that
+// it comes during a long row too (a large size checked at every call, a slow machine) without a
+// clock read in the timed loops: which row runs, since when.
+class Progress {
+public:
+    ~Progress() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_one();
+        if (thread_.joinable()) thread_.join();
+    }
+    void start(size_t rows) {
+        rows_ = rows;
+        start_ = Clock::now();
+        thread_ = std::thread([this] { run(); });
+    }
+    // The row now running.
+    void now(const char* coll, size_t bytes, size_t row) {
+        std::lock_guard<std::mutex> lock(mu_);
+        coll_ = coll, bytes_ = bytes, row_ = row, row_start_ = Clock::now();
+    }
+
+private:
+    void run() {
+        std::unique_lock<std::mutex> lock(mu_);
+        while (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return stop_; }))
+            if (coll_)
+                std::fprintf(stderr,
+                             "ccl_bench: %.0f s: %s %s running for %.0f s, row %zu of about %zu\n",
+                             seconds_since(start_), coll_, format_bytes(bytes_).c_str(),
+                             seconds_since(row_start_), row_, rows_);
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    const char* coll_ = nullptr;
+    size_t bytes_ = 0, row_ = 0, rows_ = 0;
+    Clock::time_point start_, row_start_;
+    std::thread thread_;
+};
+
 class Runner {
 public:
     Runner(ccl_comm_t comm, const Options& o, Report& report)
@@ -49,9 +96,9 @@ public:
 
     // Every case, each over its sizes.
     void run() {
-        start_ = last_progress_ = Clock::now();
         std::vector<Spec> specs = cases();
         for (const Spec& s : specs) total_rows_ += sizes(s.coll).size();
+        if (rank_ == 0) progress_.start(total_rows_);
         for (const Spec& s : specs) {
             Case c(comm_, rank_, ranks_, o_, s.coll, s.dtype, s.op, s.in_place);
             run_case(c);
@@ -61,6 +108,8 @@ public:
 private:
     struct Timing {
         double us;      // the slowest rank's average time per call
+        double min_us;  // the fastest rank's
+        int iters;
         int64_t wrong;  // over all ranks; -1 when not checked
     };
 
@@ -101,6 +150,7 @@ private:
             c.resize(size);
             if (c.bytes() == previous) continue;  // rounded to the size of the last row
             previous = c.bytes();
+            progress_.now(name, c.bytes(), rows_done_);
             std::optional<Timing> t = measure(c);
             if (!t) {
                 report_.skipped(std::string(name) + " is not supported: " + unsupported_);
@@ -109,8 +159,7 @@ private:
             double algbw = t->us > 0 ? double(c.bytes()) / t->us / 1e3 : 0;
             report_.row(Row{name, ranks_, c.bytes(), c.count(), c.dtype_name(), c.op_name(),
                             c.root(), c.in_place(), t->us, algbw,
-                            algbw * bus_factor(c.coll(), ranks_), t->wrong});
-            progress(name, c.bytes());
+                            algbw * bus_factor(c.coll(), ranks_), t->wrong, t->iters, t->min_us});
         }
         report_.section_end();
     }
@@ -133,14 +182,15 @@ private:
 
         int iters = o_.iters ? o_.iters : choose_iters(c, first);
         uint64_t wrong = 0;
-        double us = max_over_ranks(loop(c, iters, wrong) / iters * 1e6);
+        const double mine = loop(c, iters, wrong) / iters * 1e6;
+        const double us = max_over_ranks(mine), min_us = -max_over_ranks(-mine);
         if (o_.check == Check::last) {
             c.prepare();
             check(c.issue(), "checked call");
             wrong = c.wrong();
         }
         int64_t total_wrong = o_.check == Check::none ? -1 : int64_t(sum_over_ranks(wrong));
-        return Timing{us, total_wrong};
+        return Timing{us, min_us, iters, total_wrong};
     }
 
     // Enough iterations for about o_.time_s of timing, the same on every rank: time growing loops
@@ -191,22 +241,13 @@ private:
         return x;
     }
 
-    // A line on stderr every 10 s once a run has taken that long.
-    void progress(const char* coll, size_t bytes) {
-        if (rank_ != 0 || seconds_since(last_progress_) < 10) return;
-        last_progress_ = Clock::now();
-        std::fprintf(stderr, "ccl_bench: %.0f s: %s %s done, row %zu of about %zu\n",
-                     seconds_since(start_), coll, format_bytes(bytes).c_str(), rows_done_,
-                     total_rows_);
-    }
-
     ccl_comm_t comm_;
     const Options& o_;
     Report& report_;
     int rank_ = 0, ranks_ = 1;
     std::string unsupported_;
-    Clock::time_point start_, last_progress_;
     size_t rows_done_ = 0, total_rows_ = 0;
+    Progress progress_;
 };
 
 std::string cpu_model() {

@@ -2,6 +2,7 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,13 +44,16 @@ const char* const kUsage =
     "What to run (LIST: comma-separated names, or all):\n"
     "  -c, --coll LIST        allreduce, broadcast, reduce, allgather, allgatherv,\n"
     "                         reduce_scatter, alltoall, alltoallv, barrier, sendrecv\n"
-    "                         (default allreduce,broadcast,barrier)\n"
+    "                         (default allreduce,broadcast,barrier); -c 0 and -c 1 take\n"
+    "                         nccl-tests' meaning: --check none and --check last\n"
     "  -d, --dtype LIST       int8, uint8, int16, uint16, int32, uint32, int64, uint64,\n"
-    "                         float16, bfloat16, float32, float64 (default float32)\n"
+    "                         float16, bfloat16, float32, float64 (default float32); also\n"
+    "                         nccl-tests' names: half, float, double, int\n"
     "  -o, --op LIST          sum, prod, min, max, avg (default sum)\n"
     "  -r, --root N           root of broadcast and reduce (default 0)\n"
     "  -p, --place LIST       out (out of place), in (in place) or out,in (default out)\n"
-    "  -i, --in-place         the same as --place in\n"
+    "  -i, --in-place         the same as --place in (nccl-tests' -i STEP has no counterpart:\n"
+    "                         list sizes with -s)\n"
     "      --uneven           uneven counts per rank for allgatherv and alltoallv (default: "
     "equal,\n"
     "                         comparable to allgather and alltoall)\n"
@@ -81,6 +85,9 @@ const char* const kUsage =
     "      --json FILE        also write the run and its rows as JSON\n"
     "  -h, --help             show this help\n"
     "\n"
+    "nccl-tests' -g (GPUs per thread) has no counterpart: one rank per process, started by the\n"
+    "launcher. The table adds #iters and min (the fastest rank's average) to nccl-tests'\n"
+    "columns, and ends with nccl-tests' '# Avg bus bandwidth' line.\n"
     "CCL_LOG_LEVEL=info makes ccl log the algorithm it picks for each call.\n";
 
 [[noreturn]] void fail(const std::string& msg) {
@@ -151,6 +158,20 @@ std::vector<size_t> parse_names(const std::string& arg, const std::vector<std::s
     }
     if (out.empty()) fail(std::string("no ") + what + " in '" + arg + "'");
     return out;
+}
+
+// nccl-tests' datatype names (-d float, half, double, bfloat16, int32, ...) as ccl_bench's.
+std::string nccl_type_names(const std::string& arg) {
+    std::string out;
+    for (const std::string& t : split(arg)) {
+        const std::string name = t == "float"    ? "float32"
+                                 : t == "half"   ? "float16"
+                                 : t == "double" ? "float64"
+                                 : t == "int"    ? "int32"
+                                                 : t;
+        out += (out.empty() ? "" : ",") + name;
+    }
+    return out.empty() ? arg : out;
 }
 
 }  // namespace
@@ -227,18 +248,38 @@ Options parse_options(int argc, char** argv) {
     Options o;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":c:d:o:r:p:iNkb:e:f:s:t:n:w:C:h", longs, nullptr)) != -1) {
+    // nccl-tests' -i STEP (sizes growing by STEP bytes) reads here as -i (in place) and a stray
+    // argument: say so before getopt moves the argument away.
+    for (int a = 1; a + 1 < argc; ++a)
+        if (std::string(argv[a]) == "-i" &&
+            std::isdigit(static_cast<unsigned char>(argv[a + 1][0])))
+            fail(std::string("-i is --in-place here, with no value; nccl-tests' -i ") +
+                 argv[a + 1] +
+                 " (sizes in steps of that many bytes) has no counterpart: list the sizes with -s, "
+                 "or multiply them with -f");
+    while ((c = getopt_long(argc, argv, ":c:d:o:r:p:iNkb:e:f:s:t:n:w:C:g:h", longs, nullptr)) !=
+           -1) {
         switch (c) {
             case 'c':
+                // nccl-tests' -c 0|1: whether to check the results.
+                if (std::string(optarg) == "0" || std::string(optarg) == "1") {
+                    o.check = optarg[0] == '0' ? Check::none : Check::last;
+                    break;
+                }
                 o.colls.clear();
                 for (size_t i : parse_names(optarg, names(kColls), "collective"))
                     o.colls.push_back(kColls[i].coll);
                 break;
             case 'd':
                 o.dtypes.clear();
-                for (size_t i : parse_names(optarg, names(kTypes), "dtype"))
+                for (size_t i : parse_names(nccl_type_names(optarg), names(kTypes), "dtype"))
                     o.dtypes.push_back(kTypes[i].type);
                 break;
+            case 'g':
+                fail(
+                    "-g is nccl-tests' GPUs per thread, absent here: ccl_bench runs one rank per "
+                    "process; "
+                    "start N ranks with cclrun -n N (or mpirun, torchrun)");
             case 'o':
                 o.ops.clear();
                 for (size_t i : parse_names(optarg, names(kOps), "op"))

@@ -11,7 +11,7 @@ namespace {
 
 const char* const kCsvHeader =
     "collective,ranks,size_bytes,count,dtype,op,root,in_place,time_us,algbw_gbps,busbw_gbps,"
-    "wrong\n";
+    "wrong,iters,min_us\n";
 
 std::string json_string(const std::string& s) {
     std::string out = "\"";
@@ -122,8 +122,9 @@ void Report::header(const RunInfo& run) {
                 o_.cache ? "on" : "off");
     std::printf("# algorithms: ccl's choice per call (CCL_LOG_LEVEL=info logs them)\n");
     std::printf(
-        "# time: the slowest rank's average; algbw = size / time; busbw = algbw x 2(n-1)/n\n"
-        "#   (allreduce), x (n-1)/n (allgather(v), reduce_scatter, alltoall(v)), x 1 (others)\n");
+        "# time: the slowest rank's average (min: the fastest rank's; #iters: timed calls per\n"
+        "#   rank); algbw = size / time; busbw = algbw x 2(n-1)/n (allreduce), x (n-1)/n\n"
+        "#   (allgather(v), reduce_scatter, alltoall(v)), x 1 (others)\n");
     std::fflush(stdout);
 
     if (csv_) {
@@ -169,10 +170,10 @@ void Report::section(const char* coll, const std::string& title) {
     section_rows_ = 0;
     if (!active_) return;
     std::printf("#\n# %s", title.c_str());
-    std::printf("\n#%12s %12s %9s %6s %5s %11s %8s %8s %7s\n", "size", "count", "type", "redop",
-                "root", "time", "algbw", "busbw", "#wrong");
-    std::printf("#%12s %12s %9s %6s %5s %11s %8s %8s\n", "(B)", "(elements)", "", "", "", "(us)",
-                "(GB/s)", "(GB/s)");
+    std::printf("\n#%12s %12s %9s %6s %5s %11s %8s %8s %7s %8s %11s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "#iters", "min");
+    std::printf("#%12s %12s %9s %6s %5s %11s %8s %8s %7s %8s %11s\n", "(B)", "(elements)", "", "",
+                "", "(us)", "(GB/s)", "(GB/s)", "", "", "(us)");
     std::fflush(stdout);
 }
 
@@ -184,15 +185,15 @@ void Report::row(const Row& r) {
         section_busbw_sum_ += r.busbw_gbps, ++section_rows_;
     }
     if (!active_) return;
-    std::printf(" %12zu %12zu %9s %6s %5d %11.2f %8.2f %8.2f %7s\n", r.size_bytes, r.count, r.dtype,
-                r.op, r.root, r.time_us, r.algbw_gbps, r.busbw_gbps,
-                r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str());
+    std::printf(" %12zu %12zu %9s %6s %5d %11.2f %8.2f %8.2f %7s %8d %11.2f\n", r.size_bytes,
+                r.count, r.dtype, r.op, r.root, r.time_us, r.algbw_gbps, r.busbw_gbps,
+                r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str(), r.iters, r.min_us);
     std::fflush(stdout);
     if (csv_) {
-        std::fprintf(csv_, "%s,%d,%zu,%zu,%s,%s,%d,%d,%.3f,%.4f,%.4f,%s\n", r.coll, r.ranks,
+        std::fprintf(csv_, "%s,%d,%zu,%zu,%s,%s,%d,%d,%.3f,%.4f,%.4f,%s,%d,%.3f\n", r.coll, r.ranks,
                      r.size_bytes, r.count, r.dtype, r.op, r.root, int(r.in_place), r.time_us,
-                     r.algbw_gbps, r.busbw_gbps,
-                     r.wrong < 0 ? "" : std::to_string(r.wrong).c_str());
+                     r.algbw_gbps, r.busbw_gbps, r.wrong < 0 ? "" : std::to_string(r.wrong).c_str(),
+                     r.iters, r.min_us);
         std::fflush(csv_);
     }
     if (json_) json_row(r);
@@ -202,10 +203,11 @@ void Report::json_row(const Row& r) {
     std::fprintf(json_,
                  "%s\n    {\"collective\": \"%s\", \"ranks\": %d, \"size_bytes\": %zu, \"count\": "
                  "%zu, \"dtype\": \"%s\", \"op\": \"%s\", \"root\": %d, \"in_place\": %s, "
-                 "\"time_us\": %.3f, \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"wrong\": %s}",
+                 "\"time_us\": %.3f, \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"wrong\": %s, "
+                 "\"iters\": %d, \"min_us\": %.3f}",
                  json_first_row_ ? "" : ",", r.coll, r.ranks, r.size_bytes, r.count, r.dtype, r.op,
                  r.root, json_bool(r.in_place), r.time_us, r.algbw_gbps, r.busbw_gbps,
-                 r.wrong < 0 ? "null" : std::to_string(r.wrong).c_str());
+                 r.wrong < 0 ? "null" : std::to_string(r.wrong).c_str(), r.iters, r.min_us);
     json_first_row_ = false;
     std::fflush(json_);
 }
@@ -226,9 +228,13 @@ int64_t Report::finish() {
                     wrong_       ? " (FAILED)"
                     : unchecked_ ? " (some not checked)"
                                  : " (OK)");
+        // The closing line as nccl-tests writes it, for the scrapers that read it; GB/s, the mean
+        // over the rows (barrier's have no bandwidth).
         if (rows_ > 0)
-            std::printf("# avg busbw: %.3f GB/s (mean over %d rows, barrier excluded)\n",
-                        busbw_sum_ / rows_, rows_);
+            std::printf(
+                "# busbw below: GB/s, the mean over %d rows (barrier excluded)\n"
+                "# Avg bus bandwidth    : %g \n",
+                rows_, busbw_sum_ / rows_);
         std::fflush(stdout);
         if (json_) std::fprintf(json_, "\n  ]\n}\n");
     }

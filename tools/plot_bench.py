@@ -5,9 +5,10 @@ Reads the CSV files of ccl_bench (--csv) and of the peer benchmarks (bench/peers
 columns collective,ranks,size_bytes,count,dtype,op,root,in_place,time_us,algbw_gbps,busbw_gbps,
 wrong. Every file is one implementation, labelled by its file name or by --label. Each line of the
 plot is one series: a file's rows of one collective, rank count, datatype, reduction and placement
-(the legend names only what differs between the lines); the lines of one file share a style
-(solid, dashed, ...) and the same case in several files a colour. Repeated sizes within a series
-are combined by their median.
+(the legend, on both panels, names only what differs between the lines); the lines of one file
+share a colour (one per library) and the same case in several files a style (solid, dashed,
+...). Repeated sizes within a series (rounds, files of several launches) are combined by their
+median, with their spread from the lowest to the highest as a band around the line.
 
     tools/plot_bench.py ccl.csv openmpi.csv --collective allreduce --ranks 4 -o allreduce.png
 
@@ -97,14 +98,14 @@ def read_rows(path, label, args):
 
 
 def series_of(rows):
-    """{(label, collective, ranks, dtype, op, in_place): {size: (median time, median busbw)}}."""
-    points = defaultdict(lambda: defaultdict(list))
+    """{(label, collective, ranks, dtype, op, in_place): {size: {"time_us": [..], "busbw": [..]}}}:
+    every measurement of each size."""
+    points = defaultdict(lambda: defaultdict(lambda: {"time_us": [], "busbw": []}))
     for r in rows:
         key = (r["label"],) + tuple(r[k] for k in SERIES_KEYS)
-        points[key][r["size"]].append((r["time_us"], r["busbw"]))
-    return {key: {size: (statistics.median(t for t, _ in v), statistics.median(b for _, b in v))
-                  for size, v in sorted(by_size.items())}
-            for key, by_size in points.items()}
+        for m in ("time_us", "busbw"):
+            points[key][r["size"]][m].append(r[m])
+    return {key: dict(sorted(by_size.items())) for key, by_size in points.items()}
 
 
 def legend_names(keys):
@@ -150,24 +151,25 @@ def main():
 
     series = series_of(rows)
     names = legend_names(list(series))
-    # One line style per file and one colour per everything else, so that the same case from two
-    # files (ccl and a peer) shares a colour.
+    # One colour per file (a library) and one line style per case, so that ccl and a peer never
+    # share a colour and the same case looks the same in each.
     labels = list(dict.fromkeys(k[0] for k in series))
     cases = list(dict.fromkeys(k[1:] for k in series))
     styles = ["-", "--", ":", "-."]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, (ax_bw, ax_t) = plt.subplots(1, 2, figsize=(13, 5))
     for key, points in series.items():
-        style = styles[labels.index(key[0]) % len(styles)]
-        colour = colours[cases.index(key[1:]) % len(colours)]
-        sizes = list(points)
-        times = [points[s][0] for s in sizes]
-        bws = [points[s][1] for s in sizes]
-        # A log axis has no place for 0 (busbw is 0 at one rank).
-        for ax, ys in ((ax_bw, bws), (ax_t, times)):
-            xy = [(s, y) for s, y in zip(sizes, ys) if y > 0]
-            ax.plot([s for s, _ in xy], [y for _, y in xy], style, color=colour, marker="o",
-                    markersize=3, label=names[key])
+        colour = colours[labels.index(key[0]) % len(colours)]
+        style = styles[cases.index(key[1:]) % len(styles)]
+        for ax, m in ((ax_bw, "busbw"), (ax_t, "time_us")):
+            # A log axis has no place for 0 (busbw is 0 at one rank).
+            xs = [s for s in points if min(points[s][m]) > 0]
+            ax.plot(xs, [statistics.median(points[s][m]) for s in xs], style, color=colour,
+                    marker="o", markersize=3, label=names[key])
+            if any(len(points[s][m]) > 1 for s in xs):
+                ax.fill_between(xs, [min(points[s][m]) for s in xs],
+                                [max(points[s][m]) for s in xs], color=colour, alpha=0.15,
+                                linewidth=0)
     for ax, ylabel in ((ax_bw, "busbw (GB/s)"), (ax_t, "time (µs)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -178,6 +180,7 @@ def main():
         ax.grid(True, which="minor", alpha=0.1)
     ax_bw.set_title("bus bandwidth")
     ax_t.set_title("time per call")
+    ax_bw.legend(fontsize="small")
     ax_t.legend(fontsize="small")
     title = args.title
     if title is None:

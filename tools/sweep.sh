@@ -20,8 +20,8 @@ mkdir -p "$out"
 mfb=$out/mpi_family_bench
 "${MPICXX:-mpicxx}" -O2 -std=c++17 -o "$mfb" "$repo/bench/peers/mpi_family_bench.cpp"
 header=collective,ranks,size_bytes,count,dtype,op,root,in_place,time_us,algbw_gbps,busbw_gbps,wrong
-echo "$header" > "$out/ccl.csv"
 echo "$header" > "$out/openmpi.csv"
+: > "$out/ccl.csv"  # its header from ccl_bench's first file (ccl's CSV has more columns)
 for n in $ranks; do
     cpus=0-$((n - 1))
     echo "== ccl, $n ranks"
@@ -31,6 +31,7 @@ for n in $ranks; do
     taskset -c "$cpus" "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to core \
         -np "$n" "$mfb" --only "$colls" --min 8 --max 64M --factor 8 --target "$target" \
         --csv "$out/openmpi-$n.csv"
+    [ -s "$out/ccl.csv" ] || head -1 "$out/ccl-$n.csv" > "$out/ccl.csv"
     tail -n +2 "$out/ccl-$n.csv" >> "$out/ccl.csv"
     tail -n +2 "$out/openmpi-$n.csv" >> "$out/openmpi.csv"
 done

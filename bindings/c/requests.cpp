@@ -1,4 +1,5 @@
 // Requests of nonblocking collectives.
+#include "core/group.h"
 #include "handles.h"
 
 namespace ccl::capi {
@@ -24,6 +25,10 @@ extern "C" {
 ccl_result_t ccl_wait(ccl_request_t req) {
     return guarded(__func__, [&] {
         Request& r = request_table().use(req, "request");  // one thread at a time (ccl.h)
+        if (group_holds(r))
+            throw Error(CCL_ERROR_INVALID_USAGE,
+                        "the request's call is in this thread's open group, which issues it at "
+                        "ccl_group_end: wait for it after that");
         r.wait();
         report(r);
     });

@@ -107,6 +107,12 @@ bool group_active() {
     return open_groups.load(std::memory_order_relaxed) != 0 && group_depth > 0;
 }
 
+bool group_holds(const Request& r) {
+    if (!group_active()) return false;
+    return std::any_of(group_calls.begin(), group_calls.end(),
+                       [&](const Recorded& c) { return c.req.get() == &r; });
+}
+
 void group_add(std::shared_ptr<Communicator> comm, const void* name, const CollSignature& sig,
                const Buffers& bufs, const CallOptions& opts, std::shared_ptr<Request> req) {
     bool blocking = !req;

@@ -13,6 +13,9 @@ namespace ccl {
 
 void group_start();
 bool group_active();  // on this thread
+// Whether this thread's open group recorded the call of `r` (issued only at the outermost
+// group_end): a wait for it before then would never end.
+bool group_holds(const Request& r);
 // Records an already checked call on `comm`, which the caller enters by `name` (see group_end).
 // `req` is the caller's request for a nonblocking call, or null for a blocking one (which has
 // completed when group_end returns).

@@ -164,6 +164,9 @@ TEST(Groups, NonblockingCalls) {
         int done = -1;
         CCL_OK(ccl_test(reqs[0], &done));
         EXPECT_EQ(done, 0) << "a request of an open group completed";
+        // Waiting for it before the group's end would never end: refused, the group goes on.
+        EXPECT_EQ(ccl_wait(reqs[size_t(k % n)]), CCL_ERROR_INVALID_USAGE);
+        EXPECT_NE(std::strstr(ccl_last_error(), "ccl_group_end"), nullptr) << ccl_last_error();
         CCL_OK(ccl_group_end());
 
         // The blocking one is done at group end.

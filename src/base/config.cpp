@@ -167,7 +167,10 @@ size_t cma_bound(const char* name, const char* v) {
 constexpr Knob kKnobs[] = {
     {"CCL_LOG_LEVEL", "error, warn, info, debug, trace",
      "At `info` each rank says which transport and algorithm it chose, once per communicator and "
-     "algorithm. Failed calls are logged at `error` (argument errors at `debug`).",
+     "algorithm. Failed calls are logged at `error` (argument errors at `debug`; a collective "
+     "mismatch at `error`, with the values that differed). Lines start `[ccl L pid host "
+     "hh:mm:ss.mmm rank R]`: level, process, host, time of day and the job rank of the "
+     "process's first communicator.",
      [](Config& c, const char* name, const char* v) {
          const std::string s = v;
          if (s == "error")

@@ -3,9 +3,12 @@ independent references where gloo lacks a collective (torch 1.13's gloo has no
 all_gather_into_tensor, reduce_scatter or all_to_all, nor bfloat16, bool or AVG).
 
 Run one process per rank, under cclrun or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
-    cclrun -n 4 -- python3 tests/torch/test_backend.py
+    cclrun -n 4 -- python3 tests/torch/test_backend.py [--import NAME]
+--import names the module imported for the backend: ccl_torch (the default), or one of the names
+of oneCCL's package, oneccl_bindings_for_pytorch or torch_ccl, as scripts written for it do.
 Any failure prints its traceback and exits 1 at once; the launcher stops the other ranks.
 """
+import importlib
 import os
 import sys
 import traceback
@@ -15,7 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-import ccl_torch
+ccl_torch = importlib.import_module(
+    sys.argv[sys.argv.index("--import") + 1] if "--import" in sys.argv else "ccl_torch")
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 rank = int(os.environ.get("CCL_RANK", os.environ.get("RANK", "0")))

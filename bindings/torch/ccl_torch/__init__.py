@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from . import _C
+from ._version import __version__  # written by setup.py: torch's version, then ccl's
 
 __all__ = ["ProcessGroupCCL", "version", "inference_all_reduce", "all_reduce_caching"]
 

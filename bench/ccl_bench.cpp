@@ -183,7 +183,10 @@ private:
         int iters = o_.iters ? o_.iters : choose_iters(c, first);
         uint64_t wrong = 0;
         const double mine = loop(c, iters, wrong) / iters * 1e6;
-        const double us = max_over_ranks(mine), min_us = -max_over_ranks(-mine);
+        double spread[2] = {mine, -mine};  // the slowest rank's, and the fastest's negated
+        check(ccl_allreduce(spread, spread, 2, CCL_FLOAT64, CCL_MAX, comm_, nullptr, nullptr),
+              "ccl_allreduce");
+        const double us = spread[0], min_us = -spread[1];
         if (o_.check == Check::last) {
             c.prepare();
             check(c.issue(), "checked call");

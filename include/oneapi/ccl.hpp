@@ -2387,16 +2387,31 @@ event broadcast(BufferType* send_buf, BufferType* recv_buf, size_t count, int ro
 
 /* recv and send: messages from one rank to another match in the order they were sent. */
 
+}  // namespace v1
+
+namespace detail {
+// A send or a receive: `call(elements, c_datatype, comm, req)` is the C call.
+template <class Call>
+event pt2pt(const char* fn, size_t count, datatype dtype, const communicator& comm,
+            const pt2pt_attr& attr, const vector_class<event>& deps, Call call) {
+    const c_type t = to_c(dtype, fn, false);
+    const ccl_comm_t c = access::handle(comm, fn).comm;
+    const size_t n = scaled(count, t, fn);
+    return start(
+        deps, [&](ccl_request_t* req) { return call(n, t.dtype, c, req); }, nullptr,
+        attr.values().synchronous);
+}
+}  // namespace detail
+
+namespace v1 {
+
 inline event recv(void* buf, size_t count, datatype dtype, int peer, const communicator& comm,
                   const pt2pt_attr& attr = default_pt2pt_attr,
                   const vector_class<event>& deps = {}) {
-    static const char fn[] = "ccl::recv";
-    const detail::c_type t = detail::to_c(dtype, fn, false);
-    const ccl_comm_t c = detail::access::handle(comm, fn).comm;
-    const size_t n = detail::scaled(count, t, fn);
-    return detail::start(
-        deps, [&](ccl_request_t* req) { return ccl_recv(buf, n, t.dtype, peer, c, req); }, nullptr,
-        attr.values().synchronous);
+    return detail::pt2pt("ccl::recv", count, dtype, comm, attr, deps,
+                         [&](size_t n, ccl_datatype_t t, ccl_comm_t c, ccl_request_t* req) {
+                             return ccl_recv(buf, n, t, peer, c, req);
+                         });
 }
 
 inline event recv(void* buf, size_t count, datatype dtype, int peer, const communicator& comm,
@@ -2425,13 +2440,10 @@ event recv(BufferType* buf, size_t count, int peer, const communicator& comm, co
 inline event send(void* buf, size_t count, datatype dtype, int peer, const communicator& comm,
                   const pt2pt_attr& attr = default_pt2pt_attr,
                   const vector_class<event>& deps = {}) {
-    static const char fn[] = "ccl::send";
-    const detail::c_type t = detail::to_c(dtype, fn, false);
-    const ccl_comm_t c = detail::access::handle(comm, fn).comm;
-    const size_t n = detail::scaled(count, t, fn);
-    return detail::start(
-        deps, [&](ccl_request_t* req) { return ccl_send(buf, n, t.dtype, peer, c, req); }, nullptr,
-        attr.values().synchronous);
+    return detail::pt2pt("ccl::send", count, dtype, comm, attr, deps,
+                         [&](size_t n, ccl_datatype_t t, ccl_comm_t c, ccl_request_t* req) {
+                             return ccl_send(buf, n, t, peer, c, req);
+                         });
 }
 
 inline event send(void* buf, size_t count, datatype dtype, int peer, const communicator& comm,

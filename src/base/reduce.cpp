@@ -149,18 +149,25 @@ void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_data
     run(dispatch().fn, out, srcs, nsrc, count, dtype, op, avg_divisor);
 }
 
+void reduce_range(void* out, const void* const* srcs, int nsrc, size_t begin, size_t end,
+                  ccl_datatype_t dtype, ccl_reduction_t op, int avg_divisor) {
+    const size_t esize = dtype_size(dtype);
+    constexpr int kInPlace = 64;
+    const void* in_place[kInPlace];
+    std::vector<const void*> heap(nsrc > kInPlace ? size_t(nsrc) : 0);
+    const void** part = nsrc > kInPlace ? heap.data() : in_place;
+    for (int i = 0; i < nsrc; ++i) part[i] = static_cast<const char*>(srcs[i]) + begin * esize;
+    reduce(static_cast<char*>(out) + begin * esize, part, nsrc, end - begin, dtype, op,
+           avg_divisor);
+}
+
 void reduce_wide(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
                  ccl_reduction_t op, int avg_divisor) {
     const size_t esize = dtype_size(dtype);
     if (team_parts(count * esize) < 2)
         return reduce(out, srcs, nsrc, count, dtype, op, avg_divisor);
     team_for(count, esize, 64 / esize, [&](size_t b, size_t e) {
-        constexpr int kInPlace = 64;
-        const void* in_place[kInPlace];
-        std::vector<const void*> heap(nsrc > kInPlace ? size_t(nsrc) : 0);
-        const void** part = nsrc > kInPlace ? heap.data() : in_place;
-        for (int i = 0; i < nsrc; ++i) part[i] = static_cast<const char*>(srcs[i]) + b * esize;
-        reduce(static_cast<char*>(out) + b * esize, part, nsrc, e - b, dtype, op, avg_divisor);
+        reduce_range(out, srcs, nsrc, b, e, dtype, op, avg_divisor);
     });
 }
 

@@ -42,6 +42,11 @@ const char* op_name(ccl_reduction_t op);
 void reduce(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,
             ccl_reduction_t op, int avg_divisor);
 
+// reduce() of elements [begin, end) only, of out and of every source: a part of a larger
+// reduction, as one thread of the team runs it.
+void reduce_range(void* out, const void* const* srcs, int nsrc, size_t begin, size_t end,
+                  ccl_datatype_t dtype, ccl_reduction_t op, int avg_divisor);
+
 // reduce() split over the rank's team (base/team.h) where it is large enough, at cache-line
 // multiples: the form the data path calls.
 void reduce_wide(void* out, const void* const* srcs, int nsrc, size_t count, ccl_datatype_t dtype,

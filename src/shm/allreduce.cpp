@@ -23,11 +23,9 @@ void reduce_and_copy(void* out, void* copy_to, const void* const* srcs, int n, s
                      ccl_datatype_t dtype, ccl_reduction_t op, bool stream) {
     const size_t esize = dtype_size(dtype);
     team_for(count, esize, 64 / esize, [&](size_t b, size_t e) {
-        PerRank<const void*> part(n);
-        for (int i = 0; i < n; ++i) part[i] = static_cast<const char*>(srcs[i]) + b * esize;
-        char* to = static_cast<char*>(out) + b * esize;
-        reduce(to, part.data(), n, e - b, dtype, op, n);
-        copy_out(static_cast<char*>(copy_to) + b * esize, to, (e - b) * esize, stream);
+        reduce_range(out, srcs, n, b, e, dtype, op, n);
+        copy_out(static_cast<char*>(copy_to) + b * esize, static_cast<const char*>(out) + b * esize,
+                 (e - b) * esize, stream);
     });
 }
 

@@ -35,8 +35,9 @@ bool streams_result(size_t touched, int ranks) {
         const long b = sysconf(_SC_LEVEL3_CACHE_SIZE);
         return b > 0 ? size_t(b) : 0;
     }();
-    const bool large = touched >= 2 * kStreamMinBytes;
-    return l3 == 0 ? large : large && touched * size_t(std::max(ranks, 1)) > l3 / 2;
+    // Where the L3's size is unknown, by size alone.
+    return touched >= 2 * kStreamMinBytes &&
+           (l3 == 0 || touched * size_t(std::max(ranks, 1)) > l3 / 2);
 }
 
 namespace {

@@ -401,6 +401,35 @@ constexpr Knob kKnobs[] = {
          c.node_id = s;
      },
      [](const Config& c, const char*) { return unset_or(c.node_id); }, false},
+    {"CCL_TRANSPORT", "auto, socket, ofi",
+     "How ranks on different nodes talk: `socket` (TCP sockets: per peer several connections, "
+     "each with a helper thread that sleeps in the kernel while it waits) or `ofi` (libfabric, "
+     "with the provider `FI_PROVIDER` names, `tcp` unset). `auto`: `ofi` when `FI_PROVIDER` names "
+     "a provider other than tcp (verbs, efa, cxi, psm3, opx...), else `socket` "
+     "(`docs/multinode.md`).",
+     [](Config& c, const char* name, const char* v) {
+         const std::string s = v;
+         if (s != "auto" && s != "socket" && s != "ofi") bad(name, v, "auto, socket or ofi");
+         c.transport = s;
+     },
+     [](const Config& c, const char*) { return c.transport; }, false},
+    {"CCL_SOCKET_IFNAME", "an interface name",
+     "The network interface the socket transport listens on and tells its peers (`eth0`). Unset: "
+     "the first interface that is up with an IPv4 address other than loopback, or loopback when "
+     "there is none.",
+     [](Config& c, const char* name, const char* v) {
+         const std::string s = v;
+         if (s.empty() || s.size() > 15) bad(name, v, "an interface name (1-15 characters)");
+         c.socket_ifname = s;
+     },
+     [](const Config& c, const char*) { return unset_or(c.socket_ifname); }, false},
+    {"CCL_SOCKET_STREAMS", "1 to 16",
+     "TCP connections the socket transport sends over to each peer process, each with its own "
+     "helper threads; a long message is striped over them (`docs/multinode.md`).",
+     [](Config& c, const char* name, const char* v) {
+         c.socket_streams = int(parse_int(name, v, 1, 16));
+     },
+     [](const Config& c, const char*) { return number_text((long long)c.socket_streams); }, false},
     {"CCL_CACHE_SIZE", "0 to 1000000",
      "Schedules kept by match_id caching (`attr.to_cache`), per process; the least recently used "
      "goes first. `0` turns the cache off (calls with `to_cache` then plan every time).",

@@ -56,6 +56,9 @@ struct Config {
     size_t ze_pipeline_chunk = 4u << 20;       // CCL_ZE_PIPELINE_CHUNK
     std::string node_id;                       // CCL_NODE_ID; empty = host name and boot id
     size_t fabric_pipeline_chunk = 2u << 20;   // CCL_FABRIC_PIPELINE_CHUNK
+    std::string transport = "auto";            // CCL_TRANSPORT
+    std::string socket_ifname;                 // CCL_SOCKET_IFNAME; empty = auto
+    int socket_streams = 2;                    // CCL_SOCKET_STREAMS
     std::optional<Launcher> process_launcher;  // CCL_PROCESS_LAUNCHER; nullopt = auto
     // oneCCL's values of ccl's knobs, taken as ccl's nearest: what warn_unknown_variables says
     // once ("CCL_ALLREDUCE=ring is oneCCL's choice: ...").

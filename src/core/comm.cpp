@@ -75,7 +75,7 @@ std::vector<int> Communicator::remote_ranks() const {
 }
 
 std::string Communicator::transports() const {
-    return fabric_ ? "shm+ofi(" + fabric_->provider() + ")" : "shm";
+    return fabric_ ? "shm+" + fabric_->provider() : "shm";
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {

@@ -63,7 +63,7 @@ public:
     // Whether the ranks span several nodes: then fabric() reaches every rank.
     bool multinode() const { return fabric_ != nullptr; }
     transport::Fabric& fabric() { return *fabric_; }
-    std::string transports() const;                   // "shm" or e.g. "shm+ofi(tcp;ofi_rxm)"
+    std::string transports() const;                   // "shm", "shm+socket" or e.g. "shm+ofi(tcp;ofi_rxm)"
     const Config& config() const { return config_; }  // as it was when the communicator was made
     // This rank's share of the shared memory that the communicator's ranks on its node map: the
     // arena (two buffers and the small-message lanes per rank, flags) and the mailbox's channels.

@@ -104,7 +104,7 @@ void Communicator::setup_multinode(Bootstrap& boot, size_t buffer_size) {
     // node's segments.
     std::string record;
     try {
-        fabric_ = std::make_unique<transport::Fabric>(rank_, size_, cfg.timeout_s);
+        fabric_ = transport::Fabric::open(rank_, size_, cfg.timeout_s);
         record = fabric_->name_hex();
     } catch (const Error& e) {
         std::string why = e.what();
@@ -126,8 +126,8 @@ void Communicator::setup_multinode(Bootstrap& boot, size_t buffer_size) {
             std::replace(why.begin(), why.end(), '_', ' ');
             throw Error(CCL_ERROR_UNSUPPORTED,
                         "rank " + std::to_string(r) +
-                            " could not open its libfabric endpoint, which ranks on several "
-                            "nodes need: " +
+                            " could not open its endpoint of the transport across nodes (CCL_TRANSPORT), which "
+                            "ranks on several nodes need: " +
                             why);
         }
         names.push_back(name);

@@ -31,6 +31,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/mac.h"
+
 namespace ccl::kvs {
 
 inline constexpr size_t kSecretBytes = 16;
@@ -38,7 +40,7 @@ inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kMacBytes = 32;  // HMAC-SHA-256
 using Secret = std::array<uint8_t, kSecretBytes>;
 using Nonce = std::array<uint8_t, kNonceBytes>;
-using Mac = std::array<uint8_t, kMacBytes>;
+using Mac = ccl::Mac;
 
 // Bytes from getrandom(); CCL_ERROR_SYSTEM if the kernel cannot give them.
 Secret random_secret();
@@ -50,11 +52,8 @@ std::string secret_hex(const Secret& s);
 // Exactly 32 hex digits (either case); nullopt otherwise.
 std::optional<Secret> parse_secret_hex(std::string_view text);
 
-// Compares n bytes in time that depends on n only, never on where they differ.
-bool equal_constant_time(const uint8_t* a, const uint8_t* b, size_t n);
-
-// HMAC-SHA-256 of the concatenated parts under `key`.
-Mac hmac_sha256(const uint8_t* key, size_t key_len, std::initializer_list<std::string_view> parts);
+using ccl::equal_constant_time;  // base/mac.h
+using ccl::hmac_sha256;
 
 // The two sides of a connection, and the proof each gives that it knows the secret, bound to this
 // connection's nonces.

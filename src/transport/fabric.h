@@ -1,11 +1,10 @@
-// The libfabric transport. A process opens one reliable-datagram endpoint (FI_EP_RDM) and every
-// communicator with ranks on other nodes shares it (with tcp;ofi_rxm an endpoint holds 64-128 MB
-// of bounce buffers and opening one took half a second on a busy machine: one per communicator
-// made every split and every PyTorch group pay both). A Fabric is one communicator's view of it:
-// tagged messages to and from every rank of that communicator. Endpoint names travel through the
-// communicator's bootstrap; progress is driven by whoever waits (a blocking call or a progress
-// worker) and, for operations nobody waits on, by one progress thread of the endpoint; every wait
-// has the communicator's deadline.
+// Messages between the ranks of a communicator on different nodes: the transport's interface.
+// A process opens one endpoint of its transport, which every communicator with ranks on other
+// nodes shares; a Fabric is one communicator's view of it: tagged messages to and from every rank
+// of that communicator. Two transports implement it: libfabric (transport/ofi.h: RDMA providers,
+// and tcp;ofi_rxm) and plain TCP sockets (transport/socket.h); Fabric::open picks one
+// (CCL_TRANSPORT). Endpoint names travel through the communicator's bootstrap; every wait has the
+// communicator's deadline.
 //
 // Messages are matched by tag: a channel (collectives, point to point, the further parts of a
 // point-to-point message, or failure notices), the receiving communicator's id on its own endpoint
@@ -21,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,13 +58,58 @@ using Bytes = std::vector<char, Uninitialised<char>>;
 // sequence number (send_message): they have no numbers of their own to get out of step.
 enum class Channel : uint64_t { coll = 0, p2p = 1, notice = 2, part = 3 };
 
-class Endpoint;  // the process's endpoint (fabric.cpp)
+// Buffers kept for sends' copies and calls' temporaries, by an endpoint: fresh memory for every
+// large copy cost more than the transfer (page faults are dear on virtual machines: a 1 MiB send
+// across two fake nodes took 4.4 ms with fresh copies, 1.3 ms without any).
+class Spares {
+public:
+    // At least `bytes` (not zeroed), and its return (kept, or freed when small or too many are).
+    Bytes take(size_t bytes);
+    void give(Bytes buf);
+
+private:
+    // At least kMin bytes each, kMax in all.
+    static constexpr size_t kMin = size_t(64) << 10, kMax = size_t(256) << 20;
+    std::mutex mu_;
+    std::vector<Bytes> kept_;
+    size_t bytes_ = 0;
+};
+
+// The tag of a message: channel (bits 62-63) | receiving communicator's id (46-61) | sender
+// (28-45) | sequence. A sequence number wraps after 2^28 messages of a channel between two ranks,
+// long after the first of them matched.
+inline constexpr int kTagIdShift = 46, kTagSenderShift = 28;
+inline constexpr uint64_t kTagSeqMask = (uint64_t(1) << kTagSenderShift) - 1;
+inline constexpr int kMaxRanks = 1 << (kTagIdShift - kTagSenderShift);
+inline constexpr int kCommIds = 1 << (62 - kTagIdShift);
+inline uint64_t make_tag(Channel ch, uint16_t id, int sender, uint64_t seq) {
+    return uint64_t(ch) << 62 | uint64_t(id) << kTagIdShift | uint64_t(sender) << kTagSenderShift |
+           (seq & kTagSeqMask);
+}
+
+// What a rank whose communicator broke tells the other nodes' ranks.
+struct Notice {
+    int32_t code;
+    int32_t rank;
+    char what[248];
+};
 
 class Fabric {
 public:
-    struct Op;
+    // An operation in flight; each transport's extends it.
+    struct Op {
+        std::atomic<uint32_t> state{0};   // 0 pending, 1 done, 2 failed
+        ccl_result_t code = CCL_SUCCESS;  // when failed
+        std::string error;
+        bool is_recv = false;
+        int peer = 0;
+        size_t bytes = 0;
+        virtual ~Op() = default;
+        // 0 pending, 1 done, 2 failed (code and error say why).
+        virtual uint32_t settled() { return state.load(std::memory_order_acquire); }
+    };
     // A posted operation. Dropping it before completion cancels a receive (its buffer may go);
-    // a send keeps its data (see post_send) until the provider is done with it.
+    // a send keeps its data (see post_send) until the transport is done with it.
     class OpRef {
     public:
         OpRef() = default;
@@ -73,9 +118,14 @@ public:
         OpRef& operator=(OpRef&& o) noexcept;
         ~OpRef();
         Op* get() const { return op_.get(); }
+        // The operation, no longer cancelled when this goes (a message's part, kept by the
+        // whole).
+        std::shared_ptr<Op> release() && {
+            fab_ = nullptr;
+            return std::move(op_);
+        }
 
     private:
-        friend class Fabric;
         std::shared_ptr<Op> op_;
         Fabric* fab_ = nullptr;
     };
@@ -84,71 +134,71 @@ public:
     // (fresh memory costs page faults on every call), back to them when it goes. Not zeroed.
     class Scratch {
     public:
-        Scratch(Fabric& f, size_t bytes);
+        Scratch(Fabric& f, size_t bytes)
+            : pool_(&f.spares()), buf_(pool_->take(bytes)), bytes_(bytes) {}
         Scratch(Scratch&& o) noexcept = default;
         Scratch& operator=(Scratch&&) = delete;
-        ~Scratch();
+        ~Scratch() {
+            if (!buf_.empty()) pool_->give(std::move(buf_));  // empty: moved from
+        }
         char* data() { return buf_.data(); }
         size_t size() const { return bytes_; }
 
     private:
-        Endpoint* ep_;
+        Spares* pool_;
         Bytes buf_;
         size_t bytes_;
     };
     Scratch scratch(size_t bytes) { return Scratch(*this, bytes); }
 
-    // Joins the process's endpoint (opening it with the provider FI_PROVIDER names, libfabric's
-    // variable, `tcp` when it is unset) as `rank` among `size` ranks. Throws
-    // CCL_ERROR_UNSUPPORTED naming the provider and what fi_getinfo said when none fits.
-    Fabric(int rank, int size, double timeout_s);
-    // The provider an endpoint would use ("tcp;ofi_rxm"), or "unavailable: <why>". Opens nothing.
+    // Joins the process's endpoint of the transport CCL_TRANSPORT names (auto: sockets unless
+    // FI_PROVIDER names a libfabric provider other than tcp) as `rank` among `size` ranks. Throws
+    // CCL_ERROR_UNSUPPORTED saying why when the transport cannot open.
+    static std::unique_ptr<Fabric> open(int rank, int size, double timeout_s);
+    // The transport open would use ("socket", "ofi(tcp;ofi_rxm)"), or "unavailable: <why>".
+    // Opens nothing.
     static std::string probe();
     // Waits (at most the timeout) for this communicator's unfinished sends, then leaves the
     // endpoint (closed with its last communicator).
-    ~Fabric();
+    virtual ~Fabric() = default;
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;
 
     // The endpoint's address and this communicator's id on it, for the bootstrap.
-    std::string name_hex() const;
-    const std::string& provider() const;
+    virtual std::string name_hex() const = 0;
+    // The transport, as logs and ccl_info show it ("socket", "ofi(tcp;ofi_rxm)").
+    virtual std::string provider() const = 0;
     // Messages up to this size go eagerly (no rendezvous round trip before the data); 0 when the
-    // provider does not tell.
-    size_t eager_max() const;
+    // transport does not tell.
+    virtual size_t eager_max() const = 0;
     // Takes every rank's name_hex: their addresses and ids.
-    void connect(const std::vector<std::string>& names_hex);
-    // Collective: opens every connection from the lower rank to the higher one, so that no two
-    // ranks ever connect to each other at the same time later (connection-oriented providers
-    // such as tcp;ofi_rxm lost messages when they did). Blocks, with the deadline.
-    void connect_all();
+    virtual void connect(const std::vector<std::string>& names_hex) = 0;
+    // Collective: opens every connection this communicator needs, so that the first collective
+    // pays nothing for them. Blocks, with the deadline.
+    virtual void connect_all() = 0;
 
     int rank() const { return rank_; }
     int size() const { return size_; }
 
-    // A message longer than this goes as several: with tcp;ofi_rxm, messages of up to 256 KiB
+    // The largest part a ring cuts its blocks into: with tcp;ofi_rxm, messages of up to 256 KiB
     // went fast and longer ones up to 2x slower (a 16 MiB ring allreduce across two nodes in parts
-    // of 256 KiB + 4 B: 29 ms, of 254 KiB: 15 ms). A collective's are cut alike on both sides
-    // (post_send, post_recv); a point-to-point message's as send_message says.
+    // of 256 KiB + 4 B: 29 ms, of 254 KiB: 15 ms). libfabric's collective messages longer than
+    // this go as several, cut alike on both sides (post_send, post_recv).
     static constexpr size_t kMaxMessage = (256 << 10) - 4096;
 
     // Posts a send of `bytes` at `buf` to `peer`; `buf` must stay valid until it completes.
-    OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes);
+    virtual OpRef post_send(int peer, Channel ch, const void* buf, size_t bytes) = 0;
     // A point-to-point message: copied first, so the caller may reuse `buf` at once (such sends
-    // never wait for their receiver), with `digest` (the call's count and datatype) as remote CQ
-    // data, for the receive to check. Longer than kMaxMessage, and where the provider carries 8
-    // bytes of CQ data and keeps sends in order (FI_ORDER_SAS), it goes in parts: the first on
-    // Channel::p2p with the number of parts beside the digest, the others on Channel::part under
-    // the first's sequence number, matched in order.
-    OpRef send_message(int peer, const void* buf, size_t bytes, uint32_t digest);
-    // Posts the receive of a point-to-point message of `bytes` into `buf` (every part of it). A
-    // message of another length or digest fails it (CCL_ERROR_INVALID_USAGE); when the failed
-    // receive goes, the sender's parts that it did not take are received and dropped in the
-    // background, so that the sender's sends complete.
-    OpRef post_message(int peer, void* buf, size_t bytes, uint32_t digest);
+    // never wait for their receiver), with `digest` (the call's count and datatype), for the
+    // receive to check.
+    virtual OpRef send_message(int peer, const void* buf, size_t bytes, uint32_t digest) = 0;
+    // Posts the receive of a point-to-point message of `bytes` into `buf`. A message of another
+    // length or digest fails it (CCL_ERROR_INVALID_USAGE) and is dropped, so that the sender's
+    // send completes.
+    virtual OpRef post_message(int peer, void* buf, size_t bytes, uint32_t digest) = 0;
     // Posts a receive of exactly `bytes` from `peer`: a longer or a shorter message fails it
     // (counts differ between the ranks: CCL_ERROR_INVALID_USAGE).
-    OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes);
+    virtual OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes) = 0;
     Done done(const OpRef& op);
 
     // From any thread: every wait throws CCL_ERROR_ABORTED from now on.
@@ -160,66 +210,44 @@ public:
     // code (before the waits throw it).
     void set_on_remote_failure(std::function<void(ccl_result_t)> f) { on_remote_ = std::move(f); }
     // Tells `peers` (once per endpoint) that this rank's communicator broke with `code`.
-    void notify_failure(ccl_result_t code, const std::string& what, const std::vector<int>& peers);
+    virtual void notify_failure(ccl_result_t code, const std::string& what,
+                                const std::vector<int>& peers) = 0;
 
-    // Reads completions once; true when something completed.
-    bool poll();
+    // Drives progress once; true when something completed.
+    virtual bool poll() = 0;
     // Sleeps until a completion may have come, at most `max` (a worker with nothing to do).
-    void nap(std::chrono::microseconds max);
+    virtual void nap(std::chrono::microseconds max) = 0;
 
-private:
+protected:
+    Fabric(int rank, int size, double timeout_s)
+        : rank_(rank), size_(size), timeout_s_(timeout_s) {}
     friend class Done;
-    friend class Endpoint;
-    // `buf` null: the operation's own `owned` data. `data`: remote CQ data to send with it.
-    // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the
-    // timeout). `seq`: the tag's sequence number (default: the channel's next for `peer`).
-    OpRef send_op(int peer, Channel ch, const void* buf, size_t bytes, Bytes owned,
-                  std::optional<uint64_t> data = {}, double patience_s = -1,
-                  std::optional<uint64_t> seq = {});
-    // Posts the receive `op` describes (peer, bytes, what it expects; the endpoint's lock held)
-    // into `buf`, numbered as send_op's. Throws as post_recv.
-    std::shared_ptr<Op> recv_op_locked(std::shared_ptr<Op> op, Channel ch, void* buf,
-                                       std::optional<uint64_t> seq = {}, double patience_s = -1);
-    // Receives and drops the next `parts` parts of the point-to-point message `seq` from `peer`
-    // (the endpoint's lock held): its receive failed here.
-    void drain_locked(int peer, uint64_t seq, uint64_t parts) noexcept;
-    // How many parts a point-to-point message of `bytes` goes in, and part k's remote CQ data.
-    size_t message_parts(size_t bytes) const;
-    uint64_t message_data(uint32_t digest, size_t k, size_t parts) const;
-    // The length of a message's next part, `left` bytes of it still to cut.
-    static constexpr size_t kTail = size_t(32) << 10;
-    static size_t next_part(size_t left);
-    // One operation of a message posted in parts by `post(offset, bytes, index)`.
-    using Post = std::function<OpRef(size_t, size_t, size_t)>;
-    OpRef in_parts(int peer, size_t bytes, bool is_recv, const Post& post);
-    void cancel(const std::shared_ptr<Op>& op) noexcept;
-    void take_notice(const Op& op, size_t len);  // under the endpoint's lock
+    virtual Spares& spares() = 0;
+    // The receive `op` is given up (its OpRef went before it completed): once this returns,
+    // nothing writes into its buffer any more.
+    virtual void cancel(const std::shared_ptr<Op>& op) noexcept = 0;
     // Throws when this communicator cannot go on, so that no wait or post outlasts a failure
     // seen anywhere: it was aborted, a rank on another node sent a failure notice, the
     // connection to one of its ranks broke, or the communicator's check (set_failure_check)
-    // throws. Under the endpoint's lock; every wait looks at least every millisecond, and every
-    // post before it starts and while the provider makes it wait.
-    void check_failed_locked();
+    // throws. Every wait looks at least every millisecond.
+    virtual void check_failed() = 0;
+    // One step of a blocking wait for `op` that has waited `waited` so far: drive progress, yield
+    // or sleep, as the transport waits best (at most a millisecond, so that failures are seen).
+    virtual void idle(Op& op, std::chrono::nanoseconds waited) = 0;
+    // The checks every transport makes first (check_failed): aborted, or a notice came.
+    void throw_if_stopped();
+    // A notice arrived (`len` bytes of a Notice): the waits throw its code from now on. Under the
+    // transport's lock, which also guards remote_what_.
+    void take_notice(const void* data, size_t len);
 
-    std::shared_ptr<Endpoint> ep_;
     int rank_, size_;
     double timeout_s_;
-    uint16_t id_ = 0;              // this communicator's id on the endpoint
-    std::vector<uint64_t> addrs_;  // every rank's address in the endpoint's address vector
-    std::vector<uint16_t> ids_;    // every rank's id for this communicator
-    std::vector<uint64_t> send_seq_[3], recv_seq_[3];  // per channel and peer
-    // The receive of a failure notice from any rank, posted by connect().
-    std::shared_ptr<Op> notice_op_;
     std::atomic<int> remote_code_{0};  // a notice's code, once one came
-    std::string remote_what_;          // its text (under the endpoint's lock)
+    std::string remote_what_;          // its text
     std::atomic<bool> notified_{false};
     std::function<void(ccl_result_t)> on_remote_;
     std::atomic<bool> aborted_{false};
     std::function<void()> check_;
-    // A peer whose connection broke (Endpoint::mark_broken), once one did; and the endpoint's
-    // count of broken connections when this communicator last looked.
-    int broken_peer_ = -1;
-    uint64_t broken_seen_ = 0;
 };
 
 // Waits until an operation completed; throws its error, CCL_ERROR_TIMEOUT at the deadline,
@@ -239,6 +267,7 @@ private:
     Fabric& fab_;
     Op* op_;
     std::chrono::steady_clock::time_point deadline_, next_check_;
+    uint32_t looks_ = 0;
 };
 
 }  // namespace ccl::transport

@@ -8,6 +8,9 @@
 //                            was, the allreduce is right.
 //   fabric_loading missing   ranks on several nodes where libfabric.so.1 cannot be loaded:
 //                            ccl_comm_create fails with CCL_ERROR_UNSUPPORTED naming it.
+//   fabric_loading socket    ranks on several nodes over the socket transport: libfabric is
+//                            never mapped, the transports are "shm+socket", the allreduce is
+//                            right (also where libfabric.so.1 cannot be loaded).
 // In every mode the dispositions of SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM are as
 // they were, and a deliberate SIGSEGV (a null write, in a forked child) kills the child by SIGSEGV,
 // before and after ccl_comm_create: Debian's libinfinipath, when loaded without
@@ -110,8 +113,8 @@ void* disposition(int sig) {
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode != "single" && mode != "multi" && mode != "missing") {
-        std::fprintf(stderr, "usage: fabric_loading single|multi|missing (under cclrun)\n");
+    if (mode != "single" && mode != "multi" && mode != "missing" && mode != "socket") {
+        std::fprintf(stderr, "usage: fabric_loading single|multi|missing|socket (under cclrun)\n");
         return 2;
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -149,7 +152,10 @@ int main(int argc, char** argv) {
         ccl_allreduce(a.data(), b.data(), a.size(), CCL_FLOAT32, CCL_SUM, comm, nullptr, nullptr);
     const float want = float(size) * float(size + 1) / 2;
     check(ar == CCL_SUCCESS && b[0] == want && b.back() == want, "allreduce");
-    if (mode == "single") {
+    if (mode == "socket")
+        check(std::string(transports) == "shm+socket",
+              std::string("transports \"") + transports + "\", expected \"shm+socket\"");
+    if (mode == "single" || mode == "socket") {
         check_unmapped("after ccl_comm_create and an allreduce");
     } else {
         check(!mapped("libfabric").empty(), "libfabric mapped after ccl_comm_create");

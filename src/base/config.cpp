@@ -391,7 +391,8 @@ constexpr Knob kKnobs[] = {
      [](const Config& c, const char*) -> std::string { return c.bind ? "auto" : "none"; }, false},
     {"CCL_NODE_ID", "a name without whitespace, at most 200 characters",
      "Which node this rank is on: ranks with the same id share memory, the others are reached "
-     "through libfabric (`docs/multinode.md`). Unset: the host name and boot id. Set, it splits a "
+     "through the transport `CCL_TRANSPORT` picks (`docs/multinode.md`). Unset: the host name and "
+     "boot id. Set, it splits a "
      "host into several nodes (tests, `tests/fabric/as_node.sh`).",
      [](Config& c, const char* name, const char* v) {
          const std::string s = v;

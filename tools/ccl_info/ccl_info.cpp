@@ -134,10 +134,11 @@ int main(int argc, char** argv) {
                    found.error->what() + "\n";
             status = 1;
         }
-        // Ranks with the same node id share memory; the others are reached through libfabric.
+        // Ranks with the same node id share memory; the others are reached through the transport
+        // CCL_TRANSPORT picks (sockets or libfabric).
         out +=
             "node:       " + ccl::node_id(c) + (c.node_id.empty() ? "" : " (CCL_NODE_ID)") + "\n";
-        out += "transports: shm among ranks of this node; libfabric to other nodes: " +
+        out += "transports: shm among ranks of this node; to other nodes: " +
                ccl::transport::Fabric::probe() + "\n";
         out += "config:\n" + settings(c);
         // What a communicator of the node's ranks maps (ccl_comm_shm_bytes tells the same of a

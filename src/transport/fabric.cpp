@@ -43,6 +43,19 @@ void Spares::give(Bytes buf) {
     kept_.push_back(std::move(buf));
 }
 
+uint16_t CommIds::take() {
+    for (int i = 0; i < kCommIds; ++i) {
+        const uint16_t id = next_++;
+        if (!live_[id]) {
+            live_[id] = true;
+            return id;
+        }
+    }
+    throw Error(CCL_ERROR_OUT_OF_MEMORY,
+                "this process has " + std::to_string(kCommIds) +
+                    " communicators across nodes already: destroy some first");
+}
+
 Fabric::OpRef& Fabric::OpRef::operator=(OpRef&& o) noexcept {
     if (this != &o) {
         if (op_ && fab_) fab_->cancel(op_);

@@ -87,6 +87,20 @@ inline uint64_t make_tag(Channel ch, uint16_t id, int sender, uint64_t seq) {
            (seq & kTagSeqMask);
 }
 
+// The ids of an endpoint's communicators (the tag's receiving id), counting up so that an id comes
+// back only after kCommIds others: a late message of a destroyed communicator is never taken for
+// the next one's. Not locked: its endpoint's lock guards it.
+class CommIds {
+public:
+    // Throws CCL_ERROR_OUT_OF_MEMORY when every id is in use.
+    uint16_t take();
+    void give(uint16_t id) { live_[id] = false; }
+
+private:
+    std::vector<bool> live_ = std::vector<bool>(kCommIds);
+    uint16_t next_ = 0;
+};
+
 // What a rank whose communicator broke tells the other nodes' ranks.
 struct Notice {
     int32_t code;

@@ -180,9 +180,7 @@ public:
     // The address-vector entry of the endpoint named `raw` (rank `rank` of a communicator),
     // inserted the first time only: a second entry for one peer would open a second connection.
     uint64_t address_of(const std::string& raw, int rank);
-    // A communicator id not in use, counting up so that an id comes back only after 2^16 others.
-    uint16_t take_id();
-    void give_id(uint16_t id) { live_[id] = false; }
+    CommIds ids;  // under mu
     // A buffer of at least `bytes` for a send's copy or a call's temporaries, and its return.
     Bytes spare(size_t bytes) { return spares.take(bytes); }
     void recycle(Bytes buf) { spares.give(std::move(buf)); }
@@ -228,9 +226,7 @@ private:
     fid_fabric* fabric_ = nullptr;
     fid_cq* cq_ = nullptr;
     fid_av* av_ = nullptr;
-    std::unordered_map<std::string, uint64_t> addresses_;   // by raw name
-    std::vector<bool> live_ = std::vector<bool>(kCommIds);  // communicator ids in use
-    uint16_t next_id_ = 0;
+    std::unordered_map<std::string, uint64_t> addresses_;  // by raw name
     std::atomic<int64_t> last_poll_ns_{0};
     std::mutex thread_mu_;
     std::condition_variable thread_cv_;
@@ -433,19 +429,6 @@ uint64_t Endpoint::address_of(const std::string& raw, int rank) {
     return a;
 }
 
-uint16_t Endpoint::take_id() {
-    for (int i = 0; i < kCommIds; ++i) {
-        const uint16_t id = next_id_++;
-        if (!live_[id]) {
-            live_[id] = true;
-            return id;
-        }
-    }
-    throw Error(CCL_ERROR_OUT_OF_MEMORY,
-                "this process has " + std::to_string(kCommIds) +
-                    " communicators across nodes already: destroy some first");
-}
-
 void Endpoint::complete_locked(void* context, ccl_result_t code, const std::string& error,
                                size_t len, uint64_t data) {
     auto it = pending.find(context);
@@ -544,7 +527,7 @@ OfiFabric::OfiFabric(int rank, int size, double timeout_s) : Fabric(rank, size, 
     ep_ = Endpoint::shared(size);
     {
         std::lock_guard<std::mutex> lock(ep_->mu);
-        id_ = ep_->take_id();
+        id_ = ep_->ids.take();
     }
     for (auto& v : send_seq_) v.assign(size_t(size), 0);
     for (auto& v : recv_seq_) v.assign(size_t(size), 0);
@@ -586,7 +569,7 @@ OfiFabric::~OfiFabric() {
         }
     // An id with a receive still posted is not given out again: the receive could take a
     // message meant for the next communicator with that id.
-    if (!receiving) ep_->give_id(id_);
+    if (!receiving) ep_->ids.give(id_);
 }
 
 std::string OfiFabric::provider() const { return "ofi(" + ep_->provider + ")"; }

@@ -292,8 +292,10 @@ private:
     // there fails at its next look; else the process closed it between messages (it left, or
     // died), and only what waits for it fails.
     void mark_broken(int process, const std::string& why, bool failure = true);
-    // The operation's message is complete in slot `s` (or failed): deliver under the lock.
-    void finish_locked(uint64_t tag, Slot& s);
+    // Every piece of slot `s`'s message came (its receive may be posted): completes the receive,
+    // copying a held message out (without the lock, which `lock` holds again on return), or
+    // keeps the message until its receive comes, or drops it.
+    void finish(std::unique_lock<std::mutex>& lock, uint64_t tag, Slot& s);
     // Fails `op` with what its slot's first frame said disagrees with it, if it does.
     bool mismatch_locked(Op& op, uint64_t total, uint32_t digest);
     void bump();
@@ -306,7 +308,7 @@ private:
     std::unordered_map<std::string, int> by_raw_;                                // under mu
     std::unordered_map<uint64_t, Slot> slots_;                                   // by tag, under mu
     std::vector<SocketFabric*> fabrics_ = std::vector<SocketFabric*>(kCommIds);  // by id
-    uint16_t next_id_ = 0;
+    CommIds ids_;                                                                // under mu
     std::mutex in_mu_;
     std::vector<std::unique_ptr<Incoming>> incoming_;  // under in_mu_
 };
@@ -405,21 +407,15 @@ int SocketEndpoint::process_of(const std::string& raw) {
 
 uint16_t SocketEndpoint::take_id(SocketFabric* f) {
     std::lock_guard<std::mutex> lock(mu);
-    for (int i = 0; i < kCommIds; ++i) {
-        const uint16_t id = next_id_++;
-        if (!fabrics_[id]) {
-            fabrics_[id] = f;
-            return id;
-        }
-    }
-    throw Error(CCL_ERROR_OUT_OF_MEMORY,
-                "this process has " + std::to_string(kCommIds) +
-                    " communicators across nodes already: destroy some first");
+    const uint16_t id = ids_.take();
+    fabrics_[id] = f;
+    return id;
 }
 
 void SocketEndpoint::give_id(uint16_t id) {
     std::lock_guard<std::mutex> lock(mu);
     fabrics_[id] = nullptr;
+    ids_.give(id);
     // What came for it and was never received goes with it.
     for (auto it = slots_.begin(); it != slots_.end();)
         if (id_of(it->first) == id && !it->second.op && it->second.arrived == it->second.total &&
@@ -746,32 +742,29 @@ void SocketEndpoint::post(const std::shared_ptr<Op>& op) {
         return;
     }
     s.op = op;
-    if (s.arrived < s.total) return;  // the last piece delivers it
-    // All of it is here: copy it out (without the lock: it may be long).
-    Bytes held = std::move(s.held);
-    slots_.erase(op->tag);
-    ++op->writers;
-    lock.unlock();
-    if (op->bytes) std::memcpy(op->buf, held.data(), op->bytes);
-    lock.lock();
-    --op->writers;
-    spares.give(std::move(held));
-    complete(*op, 1);
+    if (s.arrived == s.total) finish(lock, op->tag, s);  // else its last piece delivers it
 }
 
-void SocketEndpoint::finish_locked(uint64_t tag, Slot& s) {
+void SocketEndpoint::finish(std::unique_lock<std::mutex>& lock, uint64_t tag, Slot& s) {
     std::shared_ptr<Op> op = s.op;
-    if (s.drop || !op) {
-        if (s.drop) slots_.erase(tag);
-        return;  // dropped, or kept until its receive comes
-    }
-    if (s.direct) {
+    if (s.drop) {
         slots_.erase(tag);
-        complete(*op, 1);
-        bump();
         return;
     }
-    // Held, and its receive came meanwhile: copied out by the caller of finish (the reader).
+    if (!op) return;  // kept until its receive comes
+    Bytes held = std::move(s.held);
+    const bool copy = !s.direct;
+    slots_.erase(tag);
+    if (copy) {  // it came before its receive: copied out without the lock (it may be long)
+        ++op->writers;
+        lock.unlock();
+        if (op->bytes) std::memcpy(op->buf, held.data(), op->bytes);
+        lock.lock();
+        --op->writers;
+        spares.give(std::move(held));
+    }
+    complete(*op, 1);
+    bump();
 }
 
 void SocketEndpoint::read_loop(Incoming* in) {
@@ -844,25 +837,7 @@ void SocketEndpoint::read_loop(Incoming* in) {
         if (it != slots_.end()) {
             Slot& s = it->second;
             s.arrived += f.len;
-            if (ok && s.arrived == s.total) {
-                if (!s.direct && !s.drop && s.op) {
-                    // Held, and its receive came: copy out without the lock.
-                    std::shared_ptr<Op> dst = s.op;
-                    Bytes held = std::move(s.held);
-                    slots_.erase(it);
-                    ++dst->writers;
-                    lock.unlock();
-                    if (dst->bytes) std::memcpy(dst->buf, held.data(), dst->bytes);
-                    lock.lock();
-                    --dst->writers;
-                    spares.give(std::move(held));
-                    complete(*dst, 1);
-                    lock.unlock();
-                    bump();
-                    continue;
-                }
-                finish_locked(f.tag, s);
-            }
+            if (ok && s.arrived == s.total) finish(lock, f.tag, s);
         }
         lock.unlock();
         if (!ok) {

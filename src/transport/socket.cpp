@@ -50,6 +50,8 @@ constexpr size_t kKeyBytes = 16, kNonceBytes = 16;
 constexpr size_t kRawBytes = 4 + 2 + kKeyBytes;
 // Messages from this length on are striped over every stream of their peer.
 constexpr size_t kStripeMin = size_t(256) << 10;
+// The longest piece of a message in one frame (its length is 32 bits).
+constexpr size_t kMaxPiece = size_t(1) << 30;
 
 struct Frame {
     uint64_t tag;
@@ -627,8 +629,10 @@ void SocketEndpoint::send(const std::shared_ptr<Op>& op, const char* data, uint3
         first = p->next++ % streams.size();
     }
     const size_t n = op->bytes >= kStripeMin ? streams.size() : 1;
-    // Pieces of whole 4 KiB pages, the last one shorter.
-    const size_t piece = n == 1 ? op->bytes : (op->bytes / n + 4095) / 4096 * 4096;
+    // Pieces of whole 4 KiB pages, the last one shorter, none longer than a frame can say
+    // (kMaxPiece: more pieces than streams then, round robin).
+    const size_t piece =
+        std::min(kMaxPiece, n == 1 ? op->bytes : (op->bytes / n + 4095) / 4096 * 4096);
     std::vector<Item> items;
     for (size_t off = 0; items.empty() || off < op->bytes; off += piece) {
         Item it;

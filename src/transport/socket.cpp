@@ -887,10 +887,17 @@ void SocketEndpoint::cancel(const std::shared_ptr<Op>& op) noexcept {
     if (!op->is_recv) {
         // A send that still reads the caller's buffer (it has no copy of its own): take its
         // queued pieces back; one being written stops with its connection.
-        if (op->state.load() != 0 || op->owned) return;
+        // Its pieces, not its state, say whether it still reads: a send that failed on one
+        // stream may still have pieces queued on another.
+        if (op->owned) return;
         std::vector<Stream*> streams;
+        auto pieces = [&] {
+            std::lock_guard<std::mutex> lock(mu);
+            return op->chunks;
+        };
         {
             std::lock_guard<std::mutex> lock(mu);
+            if (op->chunks == 0) return;
             for (auto& s : procs_[size_t(op->process)]->streams) streams.push_back(s.get());
         }
         for (Stream* s : streams) {
@@ -910,9 +917,15 @@ void SocketEndpoint::cancel(const std::shared_ptr<Op>& op) noexcept {
             }
             for (Item& it : taken) piece_done(it, false);
         }
+        // The piece being written stops with its connection (shut down above).
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (op->state.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        while (pieces() > 0 && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (pieces() > 0)
+            log().warn(
+                "socket transport: a send to rank {} given up is still being written 5 s "
+                "after its connection was shut down",
+                op->peer);
         return;
     }
     std::unique_lock<std::mutex> lock(mu);

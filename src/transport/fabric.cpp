@@ -137,18 +137,26 @@ Fabric::Done::Done(Fabric& f, Op* op)
 bool Fabric::Done::ready() {
     uint32_t s = op_->settled();
     if (s == 0 && !fab_.aborted_.load(std::memory_order_acquire)) {
-        fab_.poll();
+        fab_.poll(*op_);
         s = op_->settled();
     }
     if (s == 1) return true;
     if (s == 2) throw Error(op_->code, op_->error);
     // The clock on every 8th look only (each look of a socket wait is a load), and at once when
     // the communicator was aborted or notified.
-    const bool alarm = fab_.remote_code_.load(std::memory_order_acquire) ||
-                       fab_.aborted_.load(std::memory_order_acquire);
-    if ((++looks_ & 7) != 0 && !alarm) return false;
+    const bool notice = fab_.remote_code_.load(std::memory_order_acquire) != 0;
+    const bool aborted = fab_.aborted_.load(std::memory_order_acquire);
+    if ((++looks_ & 7) != 0 && !notice && !aborted) return false;
     auto now = std::chrono::steady_clock::now();
-    if (now >= next_check_ || alarm) {
+    // A notice may overtake messages sent here before it (on other connections, or from other
+    // ranks: the rank that failed first may have finished the call this one waits in): what was
+    // on its way gets 10 ms to land before the wait gives up.
+    if (notice && !aborted) {
+        if (grace_ == std::chrono::steady_clock::time_point{})
+            grace_ = now + std::chrono::milliseconds(10);
+        if (now < grace_) return false;
+    }
+    if (now >= next_check_ || notice || aborted) {
         next_check_ = now + std::chrono::milliseconds(1);
         fab_.check_failed();
         if (now > deadline_)
@@ -163,8 +171,15 @@ bool Fabric::Done::ready() {
 }
 
 void Fabric::Done::block() {
+    if (ready()) return;
+    struct End {
+        Fabric& f;
+        Op& op;
+        ~End() { f.idle_end(op); }
+    } end{fab_, *op_};
     const auto start = std::chrono::steady_clock::now();
-    while (!ready()) fab_.idle(*op_, std::chrono::steady_clock::now() - start);
+    do fab_.idle(*op_, std::chrono::steady_clock::now() - start);
+    while (!ready());
 }
 
 Waiter::Sleeper Fabric::Done::sleeper() {

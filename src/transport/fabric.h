@@ -227,8 +227,9 @@ public:
     virtual void notify_failure(ccl_result_t code, const std::string& what,
                                 const std::vector<int>& peers) = 0;
 
-    // Drives progress once; true when something completed.
-    virtual bool poll() = 0;
+    // Drives progress once for a wait on `op`: what already came for it is delivered (before a
+    // wait gives up on a notice, a message that arrived first completes it).
+    virtual void poll(Op& op) = 0;
     // Sleeps until a completion may have come, at most `max` (a worker with nothing to do).
     virtual void nap(std::chrono::microseconds max) = 0;
 
@@ -248,6 +249,8 @@ protected:
     // One step of a blocking wait for `op` that has waited `waited` so far: drive progress, yield
     // or sleep, as the transport waits best (at most a millisecond, so that failures are seen).
     virtual void idle(Op& op, std::chrono::nanoseconds waited) = 0;
+    // The blocking wait that called idle for `op` ends (it completed, failed or timed out).
+    virtual void idle_end(Op&) {}
     // The checks every transport makes first (check_failed): aborted, or a notice came.
     void throw_if_stopped();
     // A notice arrived (`len` bytes of a Notice): the waits throw its code from now on. Under the
@@ -281,6 +284,7 @@ private:
     Fabric& fab_;
     Op* op_;
     std::chrono::steady_clock::time_point deadline_, next_check_;
+    std::chrono::steady_clock::time_point grace_{};  // a notice came: the wait gives up then
     uint32_t looks_ = 0;
 };
 

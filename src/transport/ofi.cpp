@@ -952,13 +952,13 @@ void OfiFabric::cancel(const std::shared_ptr<Fabric::Op>& base) noexcept {
     if (sent > taken) drain_locked(op->peer, first.seq, sent - taken);
 }
 
-bool OfiFabric::poll() {
+bool OfiFabric::progress() {
     std::lock_guard<std::mutex> lock(ep_->mu);
     return ep_->poll_locked();
 }
 
 void OfiFabric::nap(std::chrono::microseconds max) {
-    poll();
+    progress();
     std::this_thread::sleep_for(std::min(max, std::chrono::microseconds(100)));
 }
 

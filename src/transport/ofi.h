@@ -44,7 +44,7 @@ public:
     OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes) override;
     void notify_failure(ccl_result_t code, const std::string& what,
                         const std::vector<int>& peers) override;
-    bool poll() override;
+    void poll(Fabric::Op&) override { progress(); }
     void nap(std::chrono::microseconds max) override;
 
     struct Op;
@@ -55,6 +55,8 @@ private:
     void cancel(const std::shared_ptr<Fabric::Op>& op) noexcept override;
     void check_failed() override;
     void idle(Fabric::Op& op, std::chrono::nanoseconds waited) override;
+    // Reads the endpoint's completion queues once; true when something completed.
+    bool progress();
 
     // `buf` null: the operation's own `owned` data. `data`: remote CQ data to send with it.
     // `patience_s`: how long a provider out of resources may keep the post waiting (< 0: the

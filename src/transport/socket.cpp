@@ -27,19 +27,6 @@
 
 namespace ccl::transport {
 
-struct SocketFabric::Op : Fabric::Op {
-    char* buf = nullptr;   // a receive's buffer
-    bool message = false;  // a point-to-point receive: its message must carry `digest`
-    uint32_t digest = 0;
-    uint64_t tag = 0;
-    int process = -1;    // the peer's process on the endpoint
-    Bytes copy;          // a send's own copy of its data (`owned`)
-    bool owned = false;  // a send that reads only `copy`: it goes on when its OpRef goes
-    int chunks = 0;      // a send's pieces still to go (under the endpoint's lock)
-    int writers = 0;     // helper threads writing into `buf` now (under the endpoint's lock)
-    std::atomic<uint32_t> sleeping{0};  // a waiter sleeps on `state`
-};
-
 namespace {
 
 using Op = SocketFabric::Op;
@@ -52,6 +39,11 @@ constexpr size_t kRawBytes = 4 + 2 + kKeyBytes;
 constexpr size_t kStripeMin = size_t(256) << 10;
 // The longest piece of a message in one frame (its length is 32 bits).
 constexpr size_t kMaxPiece = size_t(1) << 30;
+// A connection's read buffer, for headers and small messages; longer bodies are read straight
+// into their destination.
+constexpr size_t kBuffer = size_t(64) << 10;
+// The most connections a process takes from one other process (CCL_SOCKET_STREAMS of its).
+constexpr int kMaxStreams = 16;
 
 struct Frame {
     uint64_t tag;
@@ -66,17 +58,6 @@ Channel channel_of(uint64_t tag) { return Channel(tag >> 62); }
 uint16_t id_of(uint64_t tag) { return uint16_t(tag >> kTagIdShift); }
 
 std::string_view view(const void* p, size_t n) { return {static_cast<const char*>(p), n}; }
-
-void complete(Op& op, uint32_t state, ccl_result_t code = CCL_SUCCESS, std::string error = {}) {
-    if (op.state.load(std::memory_order_relaxed) != 0) return;
-    if (state == 2) {
-        op.code = code;
-        op.error = std::move(error);
-    }
-    // Dekker with the waiter (idle): it sets `sleeping`, then looks at `state` before it sleeps.
-    op.state.store(state, std::memory_order_seq_cst);
-    if (op.sleeping.load(std::memory_order_seq_cst)) futex_wake_all(&op.state);
-}
 
 // Whole reads and writes of a blocking socket; false on end of stream or an error (errno says).
 bool write_all(int fd, const void* p, size_t n) {
@@ -105,40 +86,6 @@ bool read_all(int fd, void* p, size_t n) {
     }
     return true;
 }
-
-// A connection's incoming bytes, through a buffer for headers and small messages; long reads go
-// straight into their destination.
-class Reader {
-public:
-    explicit Reader(int fd) : fd_(fd), buf_(kBuffer) {}
-    // n bytes into `to` (null: dropped); false on end of stream or an error.
-    bool read(char* to, size_t n) {
-        for (;;) {
-            const size_t take = std::min(n, hi_ - lo_);
-            if (to && take) std::memcpy(to, buf_.data() + lo_, take);
-            lo_ += take;
-            n -= take;
-            if (to) to += take;
-            if (n == 0) return true;
-            if (to && n >= kBuffer / 2) return read_all(fd_, to, n);
-            ssize_t r;
-            do r = ::recv(fd_, buf_.data(), kBuffer, 0);
-            while (r < 0 && errno == EINTR);
-            if (r <= 0) {
-                if (r == 0) errno = 0;  // the end of the stream
-                return false;
-            }
-            lo_ = 0;
-            hi_ = size_t(r);
-        }
-    }
-
-private:
-    static constexpr size_t kBuffer = size_t(64) << 10;
-    int fd_;
-    Bytes buf_;
-    size_t lo_ = 0, hi_ = 0;
-};
 
 void set_timeout(int fd, double seconds) {
     timeval tv{};
@@ -250,6 +197,9 @@ private:
         bool busy = false, stop = false;
         std::thread helper;
     };
+
+public:
+    struct Incoming;
     struct Process {
         int index = 0;  // in procs_
         std::string raw;
@@ -260,7 +210,58 @@ private:
         bool broken = false;  // no operation with it goes on (under mu)
         bool failed = false;  // its connection broke (under mu)
         size_t next = 0;      // the stream for its next message (under mu)
+        // Its connections to this endpoint, once their handshakes passed (added under mu, read
+        // without it by waiters).
+        std::atomic<Incoming*> in[kMaxStreams] = {};
+        std::atomic<int> n_in{0};
+        // Its connections whose handshakes passed and that have not ended (under mu): it left
+        // once the last ended between frames (what it sent before on another is still read).
+        int live_in = 0;
     };
+    // A connection from another process. Whoever reads it holds `read`: its helper thread, or a
+    // thread waiting for a receive from that process, which reads what has come from its own
+    // wait (no thread hop between the kernel and the waiter). The helper keeps out of the way
+    // while waiters come (`waiters`, `activity`): parked on `park` until none came for a
+    // millisecond or one hands the connection back (`duty`: it is going to sleep).
+    struct Incoming {
+        int fd = -1;
+        std::atomic<int> process{-1};  // once its handshake passed
+        std::thread helper;
+        std::mutex read;
+        // The reading state, under `read`: buffered bytes [lo, hi), the frame being read (its
+        // header once `in_body`), how much of its body came and where it goes (null: dropped;
+        // `op`: the receive whose buffer it is, which counts this reader among its writers).
+        Bytes buf = Bytes(kBuffer);
+        size_t lo = 0, hi = 0;
+        Frame f{};
+        bool in_body = false;
+        size_t got = 0;
+        char* to = nullptr;
+        std::shared_ptr<Op> op;
+        Bytes notice;
+        std::atomic<bool> ended{false};  // it ended, or broke (marked so)
+        std::atomic<uint32_t> waiters{0}, activity{0}, park{0};
+        std::atomic<bool> parked{false}, duty{false};
+    };
+    // Reads what the connection `in` brought and delivers it: with `block`, at least one whole
+    // frame, waiting for it; else as much as came without waiting. False once it ended (then
+    // every operation with its process failed, or will). Under in.read.
+    bool pump(Incoming& in, bool block);
+    // Reads what came on the connections from receive `op`'s process that no other thread is
+    // reading now.
+    void read_for(Op& op);
+    // The waiter of `op` reads those connections for a while: their helpers keep out of its way.
+    void join(Op& op);
+    // The waiter of `op` stops reading; `sleep`: it goes to sleep, and the helpers take over at
+    // once.
+    void stop_pumping(Op& op, bool sleep);
+    // The helpers of `in`, of every connection from `p`, or of all go back to reading at once.
+    void hand_back(Incoming& in);
+    void hand_back(Process& p);
+    void wake_helpers();
+    std::atomic<int> parked{0};  // helpers parked now
+
+private:
     // A message of a tag: its receive, what arrived of it, or both.
     struct Slot {
         std::shared_ptr<Op> op;  // its receive, once posted
@@ -272,12 +273,6 @@ private:
         uint32_t digest = 0;
         Bytes held;  // its bytes, when they came before its receive
     };
-    struct Incoming {
-        int fd = -1;
-        std::atomic<int> process{-1};  // once its handshake passed
-        std::thread helper;
-    };
-
     void accept_loop();
     void read_loop(Incoming* in);
     // The handshake's two sides; false (and a warning) when the other side failed it.
@@ -314,6 +309,36 @@ private:
     std::mutex in_mu_;
     std::vector<std::unique_ptr<Incoming>> incoming_;  // under in_mu_
 };
+
+struct SocketFabric::Op : Fabric::Op {
+    char* buf = nullptr;   // a receive's buffer
+    bool message = false;  // a point-to-point receive: its message must carry `digest`
+    uint32_t digest = 0;
+    uint64_t tag = 0;
+    int process = -1;                         // the peer's process on the endpoint
+    SocketEndpoint::Process* proc = nullptr;  // and that process (a receive's, once posted)
+    Bytes copy;                               // a send's own copy of its data (`owned`)
+    bool owned = false;  // a send that reads only `copy`: it goes on when its OpRef goes
+    int chunks = 0;      // a send's pieces still to go (under the endpoint's lock)
+    int writers = 0;     // readers writing into `buf` now (under the endpoint's lock)
+    int pumping = 0;     // the connections its waiter joined (join), by the waiter
+    std::atomic<uint32_t> sleeping{0};  // a waiter sleeps on `state`
+};
+
+namespace {
+
+void complete(Op& op, uint32_t state, ccl_result_t code = CCL_SUCCESS, std::string error = {}) {
+    if (op.state.load(std::memory_order_relaxed) != 0) return;
+    if (state == 2) {
+        op.code = code;
+        op.error = std::move(error);
+    }
+    // Dekker with the waiter (idle): it sets `sleeping`, then looks at `state` before it sleeps.
+    op.state.store(state, std::memory_order_seq_cst);
+    if (op.sleeping.load(std::memory_order_seq_cst)) futex_wake_all(&op.state);
+}
+
+}  // namespace
 
 std::shared_ptr<SocketEndpoint> SocketEndpoint::shared() {
     // Never destroyed: a communicator may be destroyed by an exit handler after statics are.
@@ -386,6 +411,9 @@ SocketEndpoint::~SocketEndpoint() {
     }
     for (auto& i : in) {
         ::shutdown(i->fd, SHUT_RDWR);
+        i->duty.store(true, std::memory_order_seq_cst);  // a parked helper reads the end now
+        i->park.fetch_add(1, std::memory_order_seq_cst);
+        futex_wake_all(&i->park);
         if (i->helper.joinable()) i->helper.join();
         ::close(i->fd);
     }
@@ -680,8 +708,8 @@ void SocketEndpoint::send_loop(Process& p, Stream& s) {
         lock.unlock();
         const bool ok = write_item(s.fd, it, true);
         const int err = errno;
+        lock.lock();  // cancel looks at the front's operation under it
         Item done = std::move(it);
-        lock.lock();
         s.queue.pop_front();
         s.busy = false;
         lock.unlock();
@@ -725,6 +753,7 @@ bool SocketEndpoint::mismatch_locked(Op& op, uint64_t total, uint32_t digest) {
 
 void SocketEndpoint::post(const std::shared_ptr<Op>& op) {
     std::unique_lock<std::mutex> lock(mu);
+    op->proc = procs_[size_t(op->process)].get();
     auto found = slots_.find(op->tag);
     // A message that came before its sender left is still received; nothing else comes.
     if (procs_[size_t(op->process)]->broken &&
@@ -777,79 +806,211 @@ void SocketEndpoint::read_loop(Incoming* in) {
     set_timeout(in->fd, 0);
     if (process < 0) return;  // said why (or the endpoint is closing)
     in->process.store(process);
-    Reader r(in->fd);
-    std::string why;
-    bool left = false;  // the stream ended between two frames
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        Process& p = *procs_[size_t(process)];
+        ++p.live_in;
+        const int k = p.n_in.load();
+        if (k < kMaxStreams) {  // a process with more streams than that: read by helpers only
+            p.in[k].store(in);
+            p.n_in.store(k + 1);
+        }
+    }
+    uint32_t seen = in->activity.load();
+    while (!in->ended.load()) {
+        // Out of the waiters' way while they come: parked until a millisecond passed without
+        // one, or one hands the connection back.
+        const uint32_t now = in->activity.load(std::memory_order_seq_cst);
+        if (!in->duty.exchange(false) && (now != seen || in->waiters.load() > 0)) {
+            seen = now;
+            const uint32_t word = in->park.load(std::memory_order_seq_cst);
+            in->parked.store(true, std::memory_order_seq_cst);
+            parked.fetch_add(1, std::memory_order_seq_cst);
+            if (!in->duty.load(std::memory_order_seq_cst) && !stopping_.load())
+                futex_wait(&in->park, word, std::chrono::milliseconds(1));
+            parked.fetch_sub(1, std::memory_order_seq_cst);
+            in->parked.store(false, std::memory_order_seq_cst);
+            continue;
+        }
+        seen = now;
+        std::lock_guard<std::mutex> lock(in->read);
+        pump(*in, true);
+    }
+}
+
+bool SocketEndpoint::pump(Incoming& in, bool block) {
+    if (in.ended.load(std::memory_order_relaxed)) return false;
+    const int flags = block ? 0 : MSG_DONTWAIT;
+    // The connection ended (r == 0), failed (r < 0, errno says) or brought a frame that makes no
+    // sense (r > 0, `within` says): between two frames, its process left.
+    auto end = [&](ssize_t r, const char* within) {
+        const bool left = r == 0 && !in.in_body && in.hi == in.lo;
+        const std::string why = r < 0  ? std::strerror(errno)
+                                : left ? "it closed its connection"
+                                       : within;
+        in.ended.store(true);
+        bool last;
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            if (in.op) --in.op->writers;
+            last = --procs_[size_t(in.process.load())]->live_in == 0;
+        }
+        in.op.reset();
+        if (!stopping_.load() && (last || !left)) mark_broken(in.process.load(), why, !left);
+        return false;
+    };
     for (;;) {
-        Frame f;
-        if (!r.read(reinterpret_cast<char*>(&f), sizeof f)) {
-            left = errno == 0;
-            why = left ? "it closed its connection" : std::strerror(errno);
-            break;
+        if (!in.in_body) {  // a header
+            while (in.hi - in.lo < sizeof(Frame)) {
+                if (in.lo > 0) {
+                    std::memmove(in.buf.data(), in.buf.data() + in.lo, in.hi - in.lo);
+                    in.hi -= in.lo;
+                    in.lo = 0;
+                }
+                const ssize_t r = ::recv(in.fd, in.buf.data() + in.hi, kBuffer - in.hi, flags);
+                if (r > 0) {
+                    in.hi += size_t(r);
+                    continue;
+                }
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+                return end(r, "it closed its connection within a frame");
+            }
+            std::memcpy(&in.f, in.buf.data() + in.lo, sizeof(Frame));
+            in.lo += sizeof(Frame);
+            const Frame& f = in.f;
+            if (f.offset > f.total || f.len > f.total - f.offset ||
+                (channel_of(f.tag) == Channel::notice && f.len > kBuffer)) {
+                return end(1, "it sent a malformed frame");
+            }
+            in.in_body = true;
+            in.got = 0;
+            in.to = nullptr;
+            if (channel_of(f.tag) == Channel::notice) {
+                in.notice.resize(f.len);
+                in.to = in.notice.data();
+            } else {
+                std::lock_guard<std::mutex> lock(mu);
+                Slot& s = slots_[f.tag];
+                if (!s.seen) {
+                    s.seen = true;
+                    s.digest = f.digest;
+                    if (s.op && mismatch_locked(*s.op, f.total, f.digest)) {
+                        s.op.reset();
+                        s.direct = false;
+                        s.drop = true;
+                    }
+                    s.total = f.total;
+                    if (!s.direct && !s.drop) s.held = spares.take(f.total);
+                }
+                // A held buffer stays where it is while its slot lives: the slot goes only with
+                // its last piece, which this reader or another delivers after writing.
+                if (s.direct && !s.drop) {
+                    in.op = s.op;
+                    ++in.op->writers;
+                    in.to = in.op->buf + f.offset;
+                } else if (!s.drop) {
+                    in.to = s.held.data() + f.offset;
+                }  // else its bytes are read and dropped (to stays null)
+            }
         }
-        if (f.offset > f.total || f.len > f.total - f.offset) {
-            why = "a malformed frame";
-            break;
+        while (in.got < in.f.len) {  // its body
+            const size_t take = std::min<size_t>(in.f.len - in.got, in.hi - in.lo);
+            if (take) {
+                if (in.to) std::memcpy(in.to + in.got, in.buf.data() + in.lo, take);
+                in.lo += take;
+                in.got += take;
+                continue;
+            }
+            const size_t rest = in.f.len - in.got;
+            ssize_t r;
+            if (in.to && rest >= kBuffer / 2) {
+                r = ::recv(in.fd, in.to + in.got, rest, block ? MSG_WAITALL : MSG_DONTWAIT);
+                if (r > 0) in.got += size_t(r);
+            } else {
+                in.lo = in.hi = 0;
+                r = ::recv(in.fd, in.buf.data(), kBuffer, flags);
+                if (r > 0) in.hi = size_t(r);
+            }
+            if (r > 0 || (r < 0 && errno == EINTR)) continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+            return end(r, "it closed its connection within a message");
         }
+        // The frame is in.
+        in.in_body = false;
+        const Frame& f = in.f;
         if (channel_of(f.tag) == Channel::notice) {
             Notice n{};
-            Bytes body(f.len);
-            if (!r.read(body.data(), f.len)) {
-                why = errno ? std::strerror(errno) : "it closed its connection within a message";
-                break;
-            }
-            std::memcpy(&n, body.data(), std::min(sizeof n, body.size()));
+            std::memcpy(&n, in.notice.data(), std::min(sizeof n, in.notice.size()));
             {
                 std::lock_guard<std::mutex> lock(mu);
                 if (SocketFabric* fab = fabrics_[id_of(f.tag)]) fab->take_notice(&n, sizeof n);
             }
             bump();
-            continue;
-        }
-        std::shared_ptr<Op> op;
-        char* to = nullptr;
-        {
-            std::lock_guard<std::mutex> lock(mu);
-            Slot& s = slots_[f.tag];
-            if (!s.seen) {
-                s.seen = true;
-                s.digest = f.digest;
-                if (s.op && mismatch_locked(*s.op, f.total, f.digest)) {
-                    s.op.reset();
-                    s.direct = false;
-                    s.drop = true;
-                }
-                s.total = f.total;
-                if (!s.direct && !s.drop) s.held = spares.take(f.total);
-            }
-            if (s.drop)
-                to = nullptr;
-            else if (s.direct) {
-                op = s.op;
-                ++op->writers;
-                to = op->buf + f.offset;
-            } else {
-                to = s.held.data() + f.offset;
+        } else {
+            std::unique_lock<std::mutex> lock(mu);
+            if (in.op) --in.op->writers;
+            in.op.reset();
+            auto it = slots_.find(f.tag);
+            if (it != slots_.end()) {
+                Slot& s = it->second;
+                s.arrived += f.len;
+                if (s.arrived == s.total) finish(lock, f.tag, s);
             }
         }
-        // A held buffer stays where it is while its slot lives: the slot goes only with its
-        // last piece, which this reader or another delivers after writing.
-        const bool ok = r.read(to, f.len);
-        std::unique_lock<std::mutex> lock(mu);
-        if (op) --op->writers;
-        auto it = slots_.find(f.tag);
-        if (it != slots_.end()) {
-            Slot& s = it->second;
-            s.arrived += f.len;
-            if (ok && s.arrived == s.total) finish(lock, f.tag, s);
-        }
-        lock.unlock();
-        if (!ok) {
-            why = errno ? std::strerror(errno) : "it closed its connection within a message";
-            break;
-        }
+        // Blocking: one frame, and what else the buffer holds whole.
+        if (block && in.hi - in.lo < sizeof(Frame)) return true;
     }
-    if (!stopping_.load()) mark_broken(process, why, !left);
+}
+
+void SocketEndpoint::join(Op& op) {
+    Process& p = *op.proc;
+    op.pumping = p.n_in.load(std::memory_order_acquire);
+    for (int k = 0; k < op.pumping; ++k) {
+        Incoming& in = *p.in[k].load(std::memory_order_relaxed);
+        in.waiters.fetch_add(1, std::memory_order_seq_cst);
+        in.activity.fetch_add(1, std::memory_order_seq_cst);
+    }
+}
+
+void SocketEndpoint::read_for(Op& op) {
+    Process& p = *op.proc;
+    const int n = p.n_in.load(std::memory_order_acquire);
+    for (int k = 0; k < n && op.state.load(std::memory_order_acquire) == 0; ++k) {
+        Incoming& in = *p.in[k].load(std::memory_order_relaxed);
+        if (in.ended.load(std::memory_order_relaxed) || !in.read.try_lock()) continue;
+        pump(in, false);
+        in.read.unlock();
+    }
+}
+
+void SocketEndpoint::stop_pumping(Op& op, bool sleep) {
+    for (int k = 0; k < op.pumping; ++k) {
+        Incoming& in = *op.proc->in[k].load(std::memory_order_relaxed);
+        in.activity.fetch_add(1, std::memory_order_seq_cst);
+        in.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    if (sleep && op.pumping) hand_back(*op.proc);
+    op.pumping = 0;
+}
+
+void SocketEndpoint::hand_back(Incoming& in) {
+    // Dekker with the helper's parking: it sets `parked`, then looks at `duty`.
+    in.duty.store(true, std::memory_order_seq_cst);
+    if (in.parked.load(std::memory_order_seq_cst)) {
+        in.park.fetch_add(1, std::memory_order_seq_cst);
+        futex_wake_all(&in.park);
+    }
+}
+
+void SocketEndpoint::hand_back(Process& p) {
+    const int n = p.n_in.load(std::memory_order_acquire);
+    for (int k = 0; k < n; ++k) hand_back(*p.in[k].load(std::memory_order_relaxed));
+}
+
+void SocketEndpoint::wake_helpers() {
+    std::lock_guard<std::mutex> lock(in_mu_);
+    for (auto& in : incoming_) hand_back(*in);
 }
 
 void SocketEndpoint::mark_broken(int process, const std::string& why, bool failure) {
@@ -945,6 +1106,7 @@ void SocketEndpoint::cancel(const std::shared_ptr<Op>& op) noexcept {
     // would keep the reader in the kernel for ever; the communicator failed already).
     const auto patience = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
     bool cut = false;
+    if (op->writers > 0) hand_back(*op->proc);  // its reader may be a parked helper
     while (op->writers > 0) {
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -1155,22 +1317,38 @@ void SocketFabric::cancel(const std::shared_ptr<Fabric::Op>& op) noexcept {
 
 Spares& SocketFabric::spares() { return ep_->spares; }
 
+void SocketFabric::poll(Fabric::Op& base) {
+    Op& op = static_cast<Op&>(base);
+    if (op.is_recv && op.proc) ep_->read_for(op);
+}
+
 void SocketFabric::idle(Fabric::Op& base, std::chrono::nanoseconds waited) {
-    // Yield the core at once (no spinning: the helper thread that brings the reply needs a core,
-    // and spinning for 20-100 us made an 8 B allreduce across two fake nodes of a 2-core machine
-    // take 21-27 us instead of 11-13), then sleep on the operation's word until it completes, at
-    // most a millisecond at a time.
+    // For 100 us: this thread reads the connections from the peer's process (poll: no thread
+    // hop between the kernel and it; their helpers stay parked), yielding the core between looks
+    // (the peer's rank or a helper may need it: spinning for 20-100 us made an 8 B allreduce
+    // across two fake nodes of a 2-core machine take 21-27 us instead of 11-13). Then the
+    // helpers read, and this thread sleeps on the operation's word until it completes, at most a
+    // millisecond at a time.
+    Op& op = static_cast<Op&>(base);
     if (waited < std::chrono::microseconds(100)) {
+        if (op.is_recv && op.proc && op.pumping == 0) ep_->join(op);
         sched_yield();
         return;
     }
-    Op& op = static_cast<Op&>(base);
+    if (op.pumping) ep_->stop_pumping(op, true);
     op.sleeping.store(1, std::memory_order_seq_cst);
     if (op.state.load(std::memory_order_seq_cst) == 0)
         futex_wait(&op.state, 0, std::chrono::milliseconds(1));
 }
 
+void SocketFabric::idle_end(Fabric::Op& base) {
+    Op& op = static_cast<Op&>(base);
+    if (op.pumping) ep_->stop_pumping(op, false);
+}
+
 void SocketFabric::nap(std::chrono::microseconds max) {
+    // A worker with nothing to do: nobody reads for it but the helpers.
+    if (ep_->parked.load(std::memory_order_relaxed) > 0) ep_->wake_helpers();
     const uint32_t seen = ep_->events.load(std::memory_order_seq_cst);
     ep_->nappers.fetch_add(1, std::memory_order_seq_cst);
     futex_wait(&ep_->events, seen,

@@ -49,7 +49,8 @@ public:
     OpRef post_recv(int peer, Channel ch, void* buf, size_t bytes) override;
     void notify_failure(ccl_result_t code, const std::string& what,
                         const std::vector<int>& peers) override;
-    bool poll() override { return false; }  // helper threads move the data
+    // A receive's waiter reads its peer's connections itself where no helper is reading them.
+    void poll(Fabric::Op& op) override;
     void nap(std::chrono::microseconds max) override;
 
     struct Op;
@@ -60,6 +61,7 @@ private:
     void cancel(const std::shared_ptr<Fabric::Op>& op) noexcept override;
     void check_failed() override;
     void idle(Fabric::Op& op, std::chrono::nanoseconds waited) override;
+    void idle_end(Fabric::Op& op) override;
     // `owned`: the data, when the operation keeps its own copy (buf is then ignored).
     OpRef send(int peer, Channel ch, const void* buf, size_t bytes, Bytes owned, uint32_t digest);
     OpRef recv(int peer, Channel ch, void* buf, size_t bytes, bool message, uint32_t digest);

@@ -6,10 +6,12 @@
 # load (uptime) before and after: the development machines are small and shared, so only figures
 # of one run compare. ccl's ranks run with CCL_BIND=none, unbound like Open MPI's (--bind-to none):
 # fake nodes share one machine's cores, and ranks binding themselves by local rank would pile
-# the nodes' rank 0s onto the same cores (--ccl-env can set it otherwise).
+# the nodes' rank 0s onto the same cores (--ccl-env can set it otherwise). --base DIR adds a
+# round of another build's ccl_bench and cclrun (say, main's) to each, for a before/after in
+# alternating launches.
 #
 # Usage: tests/multinode/compare_fabric.sh [--repeat R] [--sizes LIST] [--time S] [--out DIR]
-#        [--ppn P] [--ccl-env "VAR=VALUE ..."]
+#        [--ppn P] [--ccl-env "VAR=VALUE ..."] [--base BUILD_DIR]
 # Needs root (namespaces), iperf3, Open MPI and ../shared/peers/bin/mpi_bench.openmpi (its
 # setup.sh builds it; --no-mpi leaves Open MPI out).
 set -euo pipefail
@@ -25,6 +27,7 @@ mpi=1
 ppn=1
 peers=${PEERS_DIR:-$repo/../shared/peers}
 build=${BUILD_DIR:-$repo/build}
+base=""
 while [ $# -gt 0 ]; do
     case $1 in
     --repeat) repeat=$2; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --ccl-env) ccl_env="CCL_BIND=none $2"; shift 2 ;;
     --ppn) ppn=$2; shift 2 ;;
     --no-mpi) mpi=0; shift ;;
+    --base) base=$(cd "$2" && pwd); shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_fabric.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -85,6 +89,13 @@ run_raw() { # ROUND: single stream, then 2 streams and both directions for refer
             >"$out/raw-$mode-$r.json" 2>&1 || true
         wait "$srv" 2>/dev/null || true
     done
+    # The floor under a small allreduce: one TCP connection exchanging 8 B and 4 KiB.
+    "$FN" exec node1 -- timeout 30 "$build/tcp_exchange" --listen 5999 >/dev/null 2>&1 &
+    srv=$!
+    sleep 0.3
+    "$FN" exec node0 -- timeout 30 "$build/tcp_exchange" --connect "$node1:5999" --sizes 8,4K \
+        --time 0.2 >"$out/exchange-$r.txt" 2>&1 || true
+    wait "$srv" 2>/dev/null || true
 }
 # --bind-to none: each fake node sees the machine's cores, so Open MPI's default binding would
 # pin both ranks to core 0, where their busy polling shares one core in 4 ms slices.
@@ -96,17 +107,20 @@ run_mpi() {
         --mca oob_tcp_if_include eth0 "$mpi_bench" --only allreduce --min "$min_b" \
         --max "$max_b" --target "$time_s" >"$out/mpi-$1.txt" 2>&1 || echo "Open MPI round $1 failed (see $out/mpi-$1.txt)" >&2
 }
-run_ccl() {
+run_ccl() { # ROUND [BUILD NAME]
+    local b=${2:-$build} name=${3:-ccl}
     # shellcheck disable=SC2086
-    env $ccl_env "$FN" exec node0 -- timeout 300 "$build/cclrun" --hosts node0,node1 --ppn "$ppn" \
-        --launcher-cmd "$FN exec {host} --" -- "$build/ccl_bench" -c allreduce -s "$sizes" \
-        -t "$time_s" --csv "$out/ccl-$1.csv" >"$out/ccl-$1.txt" 2>&1 || echo "ccl round $1 failed (see $out/ccl-$1.txt)" >&2
+    env $ccl_env "$FN" exec node0 -- timeout 300 "$b/cclrun" --hosts node0,node1 --ppn "$ppn" \
+        --launcher-cmd "$FN exec {host} --" -- "$b/ccl_bench" -c allreduce -s "$sizes" \
+        -t "$time_s" --csv "$out/$name-$1.csv" >"$out/$name-$1.txt" 2>&1 || echo "$name round $1 failed (see $out/$name-$1.txt)" >&2
 }
+run_base() { run_ccl "$1" "$base" base; }
 
 load_before=$(uptime)
 for ((r = 1; r <= repeat; r++)); do
     order=(raw mpi ccl)
     [ "$mpi" = 1 ] || order=(raw ccl)
+    [ -z "$base" ] || order+=(base)
     n=${#order[@]}
     for ((k = 0; k < n; k++)); do
         what=${order[$(((k + r - 1) % n))]}
@@ -116,10 +130,11 @@ for ((r = 1; r <= repeat; r++)); do
 done
 load_after=$(uptime)
 
-python3 - "$out" "$repeat" "${bytes_list[*]}" "$load_before" "$load_after" "$sizes" "$ppn" <<'EOF' | tee "$out/summary.md"
+python3 - "$out" "$repeat" "${bytes_list[*]}" "$load_before" "$load_after" "$sizes" "$ppn" "$base" <<'EOF' | tee "$out/summary.md"
 import json, statistics, sys, glob, os
 out, repeat, sizes = sys.argv[1], int(sys.argv[2]), [int(b) for b in sys.argv[3].split()]
 ppn = int(sys.argv[7])
+base = sys.argv[8]
 n = 2 * ppn
 def med(v): return statistics.median(v) if v else float('nan')
 def raw(mode):
@@ -135,26 +150,28 @@ def raw(mode):
         except Exception:
             pass
     return v
-def mpi():
+def collect(file, row):  # {key: [value per round]} from each round's file; row(line) -> (key, value) or None
     t = {}
     for r in range(1, repeat + 1):
-        p = f"{out}/mpi-{r}.txt"
+        p = f"{out}/{file.format(r)}"
         if not os.path.exists(p): continue
         for line in open(p):
-            f = line.split()
-            if len(f) >= 8 and f[0] == "allreduce" and f[-1] == "ok":
-                t.setdefault(int(f[1]), []).append(float(f[3]))
+            kv = row(line.rstrip("\n"))
+            if kv: t.setdefault(kv[0], []).append(kv[1])
     return t
-def ccl():
-    t = {}
-    for r in range(1, repeat + 1):
-        p = f"{out}/ccl-{r}.csv"
-        if not os.path.exists(p): continue
-        for line in open(p).read().splitlines()[1:]:
-            f = line.split(",")
-            if f[0] == "allreduce" and f[1] == str(n) and f[11] in ("0", ""):
-                t.setdefault(int(f[2]), []).append(float(f[8]))
-    return t
+def mpi_row(line):
+    f = line.split()
+    if len(f) >= 8 and f[0] == "allreduce" and f[-1] == "ok": return int(f[1]), float(f[3])
+def ccl_row(line):
+    f = line.split(",")
+    if len(f) > 11 and f[0] == "allreduce" and f[1] == str(n) and f[11] in ("0", ""):
+        return int(f[2]), float(f[8])
+def exchange_row(line):
+    f = line.split()
+    if len(f) == 3 and f[0] in ("block", "spin", "helper"): return (f[0], int(f[1])), float(f[2])
+mpi = lambda: collect("mpi-{}.txt", mpi_row)
+ccl = lambda name="ccl": collect(name + "-{}.csv", ccl_row)
+exchange = lambda: collect("exchange-{}.txt", exchange_row)
 def fmt_size(b):
     for u, s in ((1 << 20, "MiB"), (1 << 10, "KiB")):
         if b >= u and b % u == 0: return f"{b // u} {s}"
@@ -165,13 +182,26 @@ m, c = mpi(), ccl()
 bus = lambda b, us: b / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
 print(f"Load before: {sys.argv[4].strip()}  \nLoad after: {sys.argv[5].strip()}  ")
 print(f"Raw TCP between the two nodes (iperf3, median of {len(r1)}): {med(r1):.2f} GB/s one stream, "
-      f"{med(rp):.2f} GB/s two streams (-P 2), {med(rb):.2f} GB/s both directions together (--bidir)\n")
-print("| size | ccl allreduce (us) | ccl busbw (GB/s) | Open MPI (us) | Open MPI busbw (GB/s) | raw (GB/s) | ccl/raw | ccl/Open MPI busbw |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+      f"{med(rp):.2f} GB/s two streams (-P 2), {med(rb):.2f} GB/s both directions together (--bidir)  ")
+x = exchange()
+print("An exchange over one TCP connection (tcp_exchange, us per call, median): " +
+      "; ".join(f"{fmt_size(b)}: " + ", ".join(f"{w} {med(x.get((w, b), [])):.2f}"
+                                             for w in ("block", "spin", "helper"))
+                for b in (8, 4096)) + "\n")
+bc = ccl("base") if base else {}
+print("| size | ccl allreduce (us) | ccl busbw (GB/s) | Open MPI (us) | Open MPI busbw (GB/s) | raw (GB/s) | ccl/raw | ccl/Open MPI busbw |"
+      + (" base ccl (us) | base/ccl time |" if base else ""))
+print("|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if base else ""))
 for b in sizes:
     ct, mt = med(c.get(b, [])), med(m.get(b, []))
     cb, mb = bus(b, ct), bus(b, mt)
-    print(f"| {fmt_size(b)} | {ct:.1f} | {cb:.2f} | {mt:.1f} | {mb:.2f} | {med(r1):.2f} | "
-          f"{cb / med(r1) * 100:.0f}% | {cb / mb:.2f}x |")
+    row = (f"| {fmt_size(b)} | {ct:.1f} | {cb:.2f} | {mt:.1f} | {mb:.2f} | {med(r1):.2f} | "
+           f"{cb / med(r1) * 100:.0f}% | {cb / mb:.2f}x |")
+    if base:
+        bt = med(bc.get(b, []))
+        row += f" {bt:.1f} | {bt / ct:.2f}x |"
+    print(row)
+if base:
+    print(f"\n(base: {base})")
 print(f"\n(medians of {repeat} rounds; 2 nodes x {ppn} rank{'s' if ppn > 1 else ''}; all files in {out})")
 EOF

@@ -131,6 +131,6 @@ done
 if [ -z "$why" ]; then
     ok "$CASE: every survivor failed with a peer-failure or timeout error within $((limit + slack)) s of the break (CCL_TIMEOUT $timeout s), cclrun exited $rc (${t}s)"
 else
-    fail "$CASE" "${why#; }" "rc=$rc" "stdout: $(cat "$TMP/out")" "stderr: $(tail -30 "$TMP/err")"
+    fail "$CASE" "${why#; }" "rc=$rc" "stdout: $(cat "$TMP/out")" "stderr: $(tail -${FAULT_TAIL:-30} "$TMP/err")"
 fi
 finish

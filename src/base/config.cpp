@@ -312,8 +312,9 @@ constexpr Knob kKnobs[] = {
      [](const Config& c, const char*) { return bytes_text(c.allreduce_cma_max); }, true},
     {"CCL_CMA_MIN", "auto, or 1 to 1024G bytes",
      "Point-to-point messages and allgather and all-to-all blocks from this size go single-copy "
-     "(broadcast between two ranks from twice this, where that is at most 64 KiB). `auto`: from "
-     "a probe at creation, raised on crowded nodes and where the kernel's copies are dear.",
+     "(broadcast between two ranks from twice this). `auto`: from a probe at creation, raised "
+     "on crowded nodes and where the kernel's copies are dear; broadcasts between two ranks from "
+     "32 KiB.",
      [](Config& c, const char* name, const char* v) { c.cma_min = cma_bound(name, v); },
      [](const Config& c, const char*) { return auto_or_bytes(c.cma_min); }, true},
     {"CCL_ALLGATHER_CMA_MAX", "auto, or 1 to 1024G bytes",

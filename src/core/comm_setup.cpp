@@ -112,9 +112,11 @@ void Communicator::setup_multinode(Bootstrap& boot, size_t buffer_size) {
             if (std::isspace(static_cast<unsigned char>(c))) c = '_';
         record = "!" + why.substr(0, 400);
     }
-    if (leader)
-        record += " " + create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s,
-                                        wait_policy());
+    if (leader) {  // appended in two steps: gcc 12 -O3 saw a false overlap (-Wrestrict) in one
+        record += ' ';
+        record += create_segments(arena_, mailbox_, local_size, buffer_size, cfg.timeout_s,
+                                  wait_policy());
+    }
     std::vector<std::string> all = boot.allgather(record);
     std::vector<std::string> names;
     for (int r = 0; r < size_; ++r) {
@@ -124,11 +126,11 @@ void Communicator::setup_multinode(Bootstrap& boot, size_t buffer_size) {
         if (name.empty() || name[0] == '!') {
             std::string why = name.empty() ? std::string("no record") : name.substr(1);
             std::replace(why.begin(), why.end(), '_', ' ');
-            throw Error(CCL_ERROR_UNSUPPORTED,
-                        "rank " + std::to_string(r) +
-                            " could not open its endpoint of the transport across nodes (CCL_TRANSPORT), which "
-                            "ranks on several nodes need: " +
-                            why);
+            throw Error(CCL_ERROR_UNSUPPORTED, "rank " + std::to_string(r) +
+                                                   " could not open its endpoint of the transport "
+                                                   "across nodes (CCL_TRANSPORT), which "
+                                                   "ranks on several nodes need: " +
+                                                   why);
         }
         names.push_back(name);
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "base/config.h"
 
@@ -40,6 +41,14 @@ size_t alltoall_cma_max_bytes(bool cheap, bool dear, bool crowded) {
     if (cheap) return SIZE_MAX;
     if (dear && !crowded) return 0;
     return size_t(crowded && !dear ? 8 : 4) << 20;
+}
+
+std::pair<size_t, size_t> broadcast_cma_bounds(size_t min, bool cheap, bool given, bool crowded) {
+    // docs/tuning.md, "Broadcast".
+    constexpr size_t kFrom = size_t(32) << 10, kArenaFrom = size_t(4) << 20;
+    if (given) return {2 * min, SIZE_MAX};
+    if (crowded) return {SIZE_MAX, 0};
+    return {std::min(2 * min, kFrom), cheap ? SIZE_MAX : kArenaFrom};
 }
 
 int team_threads(int given, int own, int node_cpus, int local_ranks) {
@@ -93,6 +102,8 @@ SingleCopy single_copy(const Probe& p, int local_ranks, int cpus) {
         p.allgather_cma_max ? s.min : allgather_min_bytes(s.min, s.allgather_max, local_ranks);
     s.alltoall_max = p.alltoall_cma_max ? p.alltoall_cma_max
                                         : alltoall_cma_max_bytes(cheap, s.dear, p.crowd_floor != 0);
+    std::tie(s.broadcast_min, s.broadcast_max) =
+        broadcast_cma_bounds(s.min, s.cheap() || s.byte_pays, given, p.crowd_floor != 0);
     return s;
 }
 
@@ -127,6 +138,12 @@ std::string describe(const Probe& p, const SingleCopy& s) {
                                                : "blocks from " + kib(s.allgather_min) +
                                                      " in messages " + below(s.allgather_max)) +
            "; all-to-all blocks: " + (s.alltoall_max > s.min ? below(s.alltoall_max) : "none") +
+           "; broadcasts between two: " +
+           (s.broadcast_min >= s.broadcast_max
+                ? std::string("none")
+                : "from " + kib(s.broadcast_min) +
+                      (s.broadcast_max == SIZE_MAX ? std::string()
+                                                   : " " + below(s.broadcast_max))) +
            "; reductions of ccl's choice: " + reductions;
 }
 
@@ -218,10 +235,10 @@ Algo choose(CollType coll, size_t bytes, const Shape& s, const Config& cfg) {
             return reduces_single_copy(coll, s, bytes, cfg) ? Algo::reduce_cma : Algo::reduce_split;
         case CollType::broadcast:
             if (alone) return Algo::none;
-            // Each of two ranks copies half, where single copy is cheap: from twice its block
-            // size (docs/tuning.md, "Broadcast").
-            return s.ranks == 2 && s.copy.cheap() && bytes >= 2 * s.copy.min ? Algo::broadcast_cma
-                                                                             : Algo::broadcast;
+            // Each of two ranks copies half, in the probe's bounds (docs/tuning.md, "Broadcast").
+            return s.ranks == 2 && bytes >= s.copy.broadcast_min && bytes < s.copy.broadcast_max
+                       ? Algo::broadcast_cma
+                       : Algo::broadcast;
         case CollType::allgather:
         case CollType::allgatherv: {
             const size_t n = size_t(s.ranks);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/schedule.h"
 
@@ -51,6 +52,8 @@ struct SingleCopy {
     size_t p2p_min = SIZE_MAX;  // sends and receives from this size
     size_t allgather_min = SIZE_MAX, allgather_max = 0;  // blocks from min in messages below max
     size_t alltoall_max = SIZE_MAX;                      // all-to-all blocks below this
+    // Broadcasts between two ranks of this size, from min below max, each rank copying half.
+    size_t broadcast_min = SIZE_MAX, broadcast_max = 0;
     // Whether single copy pays from small blocks (64 KiB or less).
     bool cheap() const { return min <= kCheapBlock; }
     static constexpr size_t kCheapBlock = size_t(64) << 10;
@@ -71,6 +74,11 @@ inline bool dear_bytes(double kernel_ns, double user_ns) {
 inline bool byte_pays(double kernel_ns, double user_ns) {
     return kernel_ns > 0 && user_ns > 0 && kernel_ns < 2 * user_ns;
 }
+// The broadcasts between two ranks that go single copy, [min, max), for single copy's block
+// size `min`: from twice the size the user gave; on a crowded node none; else from 32 KiB (or
+// twice a smaller block size), at every size where single copy is `cheap` (small blocks pay, or a
+// byte does), else below 4 MiB.
+std::pair<size_t, size_t> broadcast_cma_bounds(size_t min, bool cheap, bool given, bool crowded);
 // `cma_min` where `local_ranks` share `cpus` (0: unknown): with more ranks than cpus at least
 // 4 MiB over the ranks per cpu.
 size_t crowded_cma_min_bytes(size_t cma_min, int local_ranks, int cpus);

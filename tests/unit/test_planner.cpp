@@ -223,11 +223,52 @@ TEST(Planner, BroadcastInHalvesBetweenTwoWhereCopiesAreCheap) {
     ASSERT_EQ(copy.min, 16 * KiB);
     EXPECT_EQ(choose(CollType::broadcast, 32 * KiB, node(2, copy), cfg), Algo::broadcast_cma);
     EXPECT_EQ(choose(CollType::broadcast, 32 * KiB - 1, node(2, copy), cfg), Algo::broadcast);
+    EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(2, copy), cfg), Algo::broadcast_cma);
     EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(4, copy), cfg), Algo::broadcast);
     EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(2), cfg), Algo::broadcast);
-    SingleCopy dear_blocks = copy;  // blocks from 256 KiB: not cheap
-    dear_blocks.min = 256 * KiB;
-    EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(2, dear_blocks), cfg), Algo::broadcast);
+}
+
+// The AMD VM's probes: a dear fixed cost (blocks from 128 KiB or more) and a byte through the
+// kernel at 1.6x memcpy's (cpus far apart), 2.8x (near) or 3x and more (dear).
+TEST(Planner, BroadcastBetweenTwoFromTheProbe) {
+    const Config cfg;
+    auto probe = [](double fixed_ns, uint64_t byte_x100) {
+        Probe p;
+        p.works = true;
+        p.fixed_ns = fixed_ns;
+        p.dearest_x100 = p.cheapest_x100 = byte_x100;
+        return p;
+    };
+    auto range = [](const Probe& p, int cpus = 2) {
+        const SingleCopy s = single_copy(p, 2, cpus);
+        return std::pair{s.broadcast_min, s.broadcast_max};
+    };
+    // Far: a byte pays, every size from 32 KiB.
+    const SingleCopy far = single_copy(probe(1700, 160), 2, 2);
+    ASSERT_TRUE(far.byte_pays);
+    ASSERT_GT(far.min, 16 * KiB);
+    EXPECT_EQ(range(probe(1700, 160)), (std::pair{32 * KiB, SIZE_MAX}));
+    EXPECT_EQ(choose(CollType::broadcast, 32 * KiB - 4, node(2, far), cfg), Algo::broadcast);
+    EXPECT_EQ(choose(CollType::broadcast, 64 * MiB, node(2, far), cfg), Algo::broadcast_cma);
+    // Near, or dear by the byte: from 32 KiB below 4 MiB (the arena's copies in cache win above).
+    for (uint64_t byte : {280, 320}) {
+        const SingleCopy s = single_copy(probe(1700, byte), 2, 2);
+        ASSERT_FALSE(s.cheap());
+        ASSERT_FALSE(s.byte_pays);
+        EXPECT_EQ(choose(CollType::broadcast, 32 * KiB - 4, node(2, s), cfg), Algo::broadcast);
+        EXPECT_EQ(choose(CollType::broadcast, 32 * KiB, node(2, s), cfg), Algo::broadcast_cma);
+        EXPECT_EQ(choose(CollType::broadcast, 4 * MiB - 4, node(2, s), cfg), Algo::broadcast_cma);
+        EXPECT_EQ(choose(CollType::broadcast, 4 * MiB, node(2, s), cfg), Algo::broadcast);
+    }
+    // Two ranks on one cpu: none; a block size the user gave: from twice it.
+    Probe crowded = probe(1700, 280);
+    crowded.crowd_floor = crowded_cma_min_bytes(0, 2, 1);
+    EXPECT_EQ(range(crowded, 1), (std::pair{SIZE_MAX, size_t(0)}));
+    Probe given = probe(1700, 320);
+    given.cma_min = 1 * MiB;
+    EXPECT_EQ(range(given), (std::pair{2 * MiB, SIZE_MAX}));
+    // No single copy at all: none.
+    EXPECT_EQ(range(Probe{}), (std::pair{SIZE_MAX, size_t(0)}));
 }
 
 TEST(Planner, AllgatherSingleCopyForBlocksInABound) {

@@ -296,9 +296,11 @@ constexpr Knob kKnobs[] = {
     {"CCL_ALLREDUCE_CMA_MIN", "0 to 1024G bytes",
      "With `auto`, single-copy allreduce, reduce and reduce_scatter start where each rank's slice "
      "(message bytes / ranks; a reduce_scatter's block) reaches this, where the probe allows "
-     "them.",
+     "them (unset: 16K for allreduces and reduce-scatters where a byte through the kernel pays "
+     "but its fixed cost is dear).",
      [](Config& c, const char* name, const char* v) {
          c.allreduce_cma_min = parse_bytes(name, v, 0, kTiB);
+         c.allreduce_cma_min_set = true;
      },
      [](const Config& c, const char*) { return bytes_text(c.allreduce_cma_min); }, false},
     {"CCL_ALLREDUCE_CMA_MAX", "0 to 1024G bytes",

@@ -37,6 +37,7 @@ struct Config {
     size_t allreduce_direct_max = 64u << 10;            // CCL_ALLREDUCE_DIRECT_MAX
     bool allreduce_direct_max_set = false;     // given by the user: no scaling with the ranks
     size_t allreduce_cma_min = 256u << 10;     // CCL_ALLREDUCE_CMA_MIN
+    bool allreduce_cma_min_set = false;        // given by the user: holds everywhere
     size_t allreduce_cma_max = 32u << 20;      // CCL_ALLREDUCE_CMA_MAX
     bool allreduce_cma_max_set = false;        // given by the user: holds with threaded copies
     int worker_count = 1;                      // CCL_WORKER_COUNT

@@ -186,7 +186,7 @@ std::vector<Setting> choosing_settings(const Config& c) {
         {"CCL_ALLREDUCE", algo, true},
         {"CCL_ALLREDUCE_DIRECT_MAX", c.allreduce_direct_max_set ? c.allreduce_direct_max : kUnset,
          false},
-        {"CCL_ALLREDUCE_CMA_MIN", c.allreduce_cma_min, false},
+        {"CCL_ALLREDUCE_CMA_MIN", c.allreduce_cma_min_set ? c.allreduce_cma_min : kUnset, false},
         {"CCL_ALLREDUCE_CMA_MAX", c.allreduce_cma_max_set ? c.allreduce_cma_max : kUnset, false},
         {"CCL_FABRIC_PIPELINE_CHUNK", c.fabric_pipeline_chunk, false},
         {"CCL_ZE_PIPELINE_CHUNK", c.ze_pipeline_chunk, false}};

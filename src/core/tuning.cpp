@@ -180,12 +180,24 @@ size_t reduce_direct_max(const Config& cfg, int n) {
 // said; else, where no rank has a team (the team splits the arena's copies as well), allreduces
 // below CCL_ALLREDUCE_CMA_MAX where the probe allows them, reduces at any size where it allows
 // those (docs/tuning.md, "Allreduce", "Reduce").
+// The smallest slice of a single-copy allreduce, reduce-scatter or reduce of ccl's choice:
+// CCL_ALLREDUCE_CMA_MIN, but 16 KiB for allreduces and reduce-scatters where a byte through the
+// kernel pays and single copy's fixed cost is dear (blocks from more than 64 KiB: the AMD VM
+// with its cpus far apart, where the arena's copies of what the other cpu wrote are slow; 2
+// ranks, reduce-scatter 256 KiB 20-22 against 90-91 us; docs/tuning.md, "Reduce-scatter").
+size_t allreduce_cma_min(CollType coll, const SingleCopy& c, const Config& cfg) {
+    constexpr size_t kFarSlice = 16u << 10;
+    if (cfg.allreduce_cma_min_set || coll != CollType::allreduce || !c.byte_pays || c.cheap())
+        return cfg.allreduce_cma_min;
+    return std::min(cfg.allreduce_cma_min, kFarSlice);
+}
+
 bool reduces_single_copy(CollType coll, const Shape& s, size_t bytes, const Config& cfg) {
     const size_t n = size_t(s.local_ranks);
     const std::string& choice = cfg.allreduce_algo;
     if (!s.copy.on || s.buffer / n < 64) return false;
     if (choice == "cma") return true;
-    if (choice != "auto" || bytes / n < cfg.allreduce_cma_min) return false;
+    if (choice != "auto" || bytes / n < allreduce_cma_min(coll, s.copy, cfg)) return false;
     if (cfg.allreduce_cma_max_set) return bytes < cfg.allreduce_cma_max;
     if (s.copy.threaded) return false;
     return coll == CollType::allreduce ? s.copy.byte_pays && bytes < cfg.allreduce_cma_max

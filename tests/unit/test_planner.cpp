@@ -128,7 +128,8 @@ TEST(Tuning, ReductionsSingleCopyFromTheProbe) {
         << describe(p, s);
     // Where the byte pays, large blocks do too, even where the fixed cost keeps small ones out
     // (the AMD VM with its cpus far apart: 1.6 us, a byte 1.4-1.6x): allgathers below 32 MiB,
-    // all-to-alls at every size, reduce-scatters as the allreduce they are half of.
+    // all-to-alls at every size, reduce-scatters as the allreduce they are half of (from 16 KiB
+    // blocks there).
     p.dearest_x100 = 150;
     p.fixed_ns = 1600;
     s = single_copy(p, 2, 2);
@@ -136,9 +137,9 @@ TEST(Tuning, ReductionsSingleCopyFromTheProbe) {
     EXPECT_FALSE(s.cheap());
     EXPECT_EQ(s.allgather_max, 32 * MiB);
     EXPECT_EQ(s.alltoall_max, SIZE_MAX);
-    EXPECT_EQ(choose(CollType::reduce_scatter, 256 * KiB, node(2, s), Config{}),
+    EXPECT_EQ(choose(CollType::reduce_scatter, 16 * KiB, node(2, s), Config{}),
               Algo::reduce_scatter_cma);
-    EXPECT_EQ(choose(CollType::reduce_scatter, 256 * KiB - 64, node(2, s), Config{}),
+    EXPECT_EQ(choose(CollType::reduce_scatter, 16 * KiB - 64, node(2, s), Config{}),
               Algo::reduce_scatter);
     EXPECT_EQ(choose(CollType::reduce_scatter, 16 * MiB, node(2, s), Config{}),
               Algo::reduce_scatter);  // 32 MiB sent: CCL_ALLREDUCE_CMA_MAX
@@ -269,6 +270,35 @@ TEST(Planner, BroadcastBetweenTwoFromTheProbe) {
     EXPECT_EQ(range(given), (std::pair{2 * MiB, SIZE_MAX}));
     // No single copy at all: none.
     EXPECT_EQ(range(Probe{}), (std::pair{SIZE_MAX, size_t(0)}));
+}
+
+// Far apart on the AMD VM (a byte pays, blocks dear): allreduces and reduce-scatters single copy
+// from 16 KiB slices; not where blocks are cheap (the host), nor against a bound the user gave.
+// (Reduces between two ranks are direct at every size.)
+TEST(Planner, SmallerSlicesWhereOnlyAByteOfTheKernelPays) {
+    Probe p;
+    p.works = true;
+    p.fixed_ns = 1700;
+    p.dearest_x100 = p.cheapest_x100 = 150;
+    const SingleCopy far = single_copy(p, 2, 2);
+    ASSERT_TRUE(far.byte_pays);
+    ASSERT_FALSE(far.cheap());
+    const Config cfg;
+    EXPECT_EQ(choose(CollType::reduce_scatter, 16 * KiB, node(2, far), cfg),
+              Algo::reduce_scatter_cma);
+    EXPECT_EQ(choose(CollType::reduce_scatter, 16 * KiB - 4, node(2, far), cfg),
+              Algo::reduce_scatter);
+    EXPECT_EQ(choose(CollType::allreduce, 128 * KiB, node(2, far), cfg), Algo::allreduce_cma);
+    const SingleCopy host = cheap_copy();
+    ASSERT_TRUE(host.cheap());
+    Config no_team;
+    EXPECT_EQ(choose(CollType::reduce_scatter, 16 * KiB, node(2, host), no_team),
+              Algo::reduce_scatter);
+    Config given;
+    given.allreduce_cma_min = 256 * KiB;
+    given.allreduce_cma_min_set = true;
+    EXPECT_EQ(choose(CollType::reduce_scatter, 128 * KiB, node(2, far), given),
+              Algo::reduce_scatter);
 }
 
 TEST(Planner, AllgatherSingleCopyForBlocksInABound) {

@@ -174,12 +174,6 @@ size_t reduce_direct_max(const Config& cfg, int n) {
     return std::min(cfg.allreduce_direct_max, kManyRanksReadMax / size_t(n));
 }
 
-// Whether a large allreduce or reduce goes single copy: allowed, a scratch piece of a cache line
-// per rank, CCL_ALLREDUCE=cma; or with auto, slices (bytes / ranks) of at least
-// CCL_ALLREDUCE_CMA_MIN and: below a CCL_ALLREDUCE_CMA_MAX the user gives, whatever the probe
-// said; else, where no rank has a team (the team splits the arena's copies as well), allreduces
-// below CCL_ALLREDUCE_CMA_MAX where the probe allows them, reduces at any size where it allows
-// those (docs/tuning.md, "Allreduce", "Reduce").
 // The smallest slice of a single-copy allreduce, reduce-scatter or reduce of ccl's choice:
 // CCL_ALLREDUCE_CMA_MIN, but 16 KiB for allreduces and reduce-scatters where a byte through the
 // kernel pays and single copy's fixed cost is dear (blocks from more than 64 KiB: the AMD VM
@@ -192,6 +186,12 @@ size_t allreduce_cma_min(CollType coll, const SingleCopy& c, const Config& cfg) 
     return std::min(cfg.allreduce_cma_min, kFarSlice);
 }
 
+// Whether a large allreduce or reduce goes single copy: allowed, a scratch piece of a cache line
+// per rank, CCL_ALLREDUCE=cma; or with auto, slices (bytes / ranks) of at least
+// allreduce_cma_min and: below a CCL_ALLREDUCE_CMA_MAX the user gives, whatever the probe
+// said; else, where no rank has a team (the team splits the arena's copies as well), allreduces
+// below CCL_ALLREDUCE_CMA_MAX where the probe allows them, reduces at any size where it allows
+// those (docs/tuning.md, "Allreduce", "Reduce").
 bool reduces_single_copy(CollType coll, const Shape& s, size_t bytes, const Config& cfg) {
     const size_t n = size_t(s.local_ranks);
     const std::string& choice = cfg.allreduce_algo;

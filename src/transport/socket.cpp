@@ -411,9 +411,7 @@ SocketEndpoint::~SocketEndpoint() {
     }
     for (auto& i : in) {
         ::shutdown(i->fd, SHUT_RDWR);
-        i->duty.store(true, std::memory_order_seq_cst);  // a parked helper reads the end now
-        i->park.fetch_add(1, std::memory_order_seq_cst);
-        futex_wake_all(&i->park);
+        hand_back(*i);  // a parked helper reads the end now
         if (i->helper.joinable()) i->helper.join();
         ::close(i->fd);
     }
